@@ -1,0 +1,51 @@
+# Lucia — every target installs what it needs. With DATABASE_URL unset, the
+# embedded PostgreSQL in .lucia/pgdata is used (started by db-up).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+export DJANGO_SETTINGS_MODULE ?= lucia_site.settings
+DEV_ENV := DJANGO_DEBUG=$${DJANGO_DEBUG:-true}
+
+.PHONY: setup lock db-up db-down migrate seed dev demo test bench lint
+
+setup: $(VENV)/.synced
+
+$(VENV)/.synced: requirements-dev.lock
+	@command -v uv >/dev/null 2>&1 || [ -x "$(UV)" ] || python3 -m pip install --quiet uv
+	@[ -x $(PY) ] || $$(command -v uv || echo $(UV)) venv --quiet $(VENV) -p python3
+	@$$(command -v uv || echo $(UV)) pip sync --quiet -p $(PY) requirements-dev.lock
+	@touch $@
+
+lock:
+	uv pip compile --quiet --no-header requirements.in -o requirements.lock
+	uv pip compile --quiet --no-header requirements-dev.in -o requirements-dev.lock
+
+db-up: setup
+	@if [ -z "$$DATABASE_URL" ]; then $(PY) -m lucia_site.embedded_db up; \
+	else echo "using DATABASE_URL"; fi
+
+db-down: setup
+	@$(PY) -m lucia_site.embedded_db down
+
+migrate: db-up
+	@$(DEV_ENV) $(PY) manage.py migrate --no-input -v 0
+
+seed: migrate
+	@$(DEV_ENV) $(PY) manage.py seed
+
+dev: seed
+	@echo "Studio: http://localhost:8000/admin/  API docs: http://localhost:8000/api/docs/"
+	@trap 'kill 0' EXIT; $(DEV_ENV) $(PY) manage.py qcluster & $(DEV_ENV) $(PY) manage.py runserver 8000
+
+demo: seed
+	@$(DEV_ENV) $(PY) manage.py agents
+
+test: db-up
+	@$(PY) -m pytest
+
+bench: migrate
+	@$(DEV_ENV) $(PY) -m bench
+
+lint: setup
+	@$(VENV)/bin/ruff check .

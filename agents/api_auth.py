@@ -1,0 +1,78 @@
+"""DRF authentication and permissions: `Authorization: Api-Key <key>`, one organization per caller."""
+
+from rest_framework import authentication, exceptions, permissions
+
+from agents import api_keys
+from agents.models import Organization
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    keyword = "Api-Key"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode(errors="replace")
+        scheme, _, plain = header.partition(" ")
+        if scheme != self.keyword:
+            return None
+        api_key = api_keys.find_active_key(plain.strip())
+        if api_key is None:
+            raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
+        request.organization = api_key.organization
+        return (None, api_key)
+
+    def authenticate_header(self, request) -> str:
+        return self.keyword
+
+
+def caller_organization(request) -> Organization | None:
+    """The organization a request acts for: the API key's, or a staff user's chosen one.
+
+    Staff sessions name it with the `X-Lucia-Organization` header (a slug),
+    defaulting to the only organization when there is just one.
+    """
+    api_key = getattr(request, "auth", None)
+    if api_key is not None and hasattr(api_key, "organization"):
+        return api_key.organization
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated or not user.is_staff:
+        return None
+    slug = request.headers.get("X-Lucia-Organization")
+    if slug:
+        return Organization.objects.filter(slug=slug).first()
+    orgs = list(Organization.objects.all()[:2])
+    return orgs[0] if len(orgs) == 1 else None
+
+
+def is_builder(request) -> bool:
+    api_key = getattr(request, "auth", None)
+    if api_key is not None and hasattr(api_key, "is_builder"):
+        return api_key.is_builder
+    user = getattr(request, "user", None)
+    return bool(user and user.is_authenticated and user.is_staff)
+
+
+class HasOrganization(permissions.BasePermission):
+    message = "Send `Authorization: Api-Key <key>` (or, as staff, an X-Lucia-Organization header)."
+
+    def has_permission(self, request, view) -> bool:
+        organization = caller_organization(request)
+        if organization is None:
+            return False
+        request.organization = organization
+        return True
+
+
+class IsBuilder(HasOrganization):
+    message = "Building agents needs a builder API key or a staff user."
+
+    def has_permission(self, request, view) -> bool:
+        return super().has_permission(request, view) and is_builder(request)
+
+
+class IsBuilderOrReadOnly(HasOrganization):
+    message = "Changing agents needs a builder API key or a staff user."
+
+    def has_permission(self, request, view) -> bool:
+        if not super().has_permission(request, view):
+            return False
+        return request.method in permissions.SAFE_METHODS or is_builder(request)

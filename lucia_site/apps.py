@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class LuciaSiteConfig(AppConfig):
+    name = "lucia_site"
+    verbose_name = "Lucia"
+
+    def ready(self) -> None:
+        from lucia_site import checks  # noqa: F401  (registers the system checks)

@@ -1,0 +1,152 @@
+"""Lucia settings. Every value comes from the environment (see README, "Settings")."""
+
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from lucia_site.database import database_settings
+from lucia_site.env import env_bool, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# The insecure fallback only serves development; check lucia.E001 refuses it when DEBUG is off.
+INSECURE_SECRET_KEY = "insecure-development-key-set-DJANGO_SECRET_KEY"
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", INSECURE_SECRET_KEY)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_q",
+    "anymail",
+    "lucia_site",
+    "agents",
+    "connectors",
+    "runs",
+    "simulator",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "lucia_site.urls"
+WSGI_APPLICATION = "lucia_site.wsgi.application"
+ASGI_APPLICATION = "lucia_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_settings()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LUCIA_LOG_LEVEL", "INFO")},
+}
+
+# --- Lucia ---------------------------------------------------------------------
+LUCIA_PUBLIC_URL = env_str("LUCIA_PUBLIC_URL", "http://localhost:8000")
+LUCIA_INBOUND_DOMAIN = env_str("LUCIA_INBOUND_DOMAIN", "inbound.lucia.localhost")
+LUCIA_LLM = env_str("LUCIA_LLM", "scripted")
+LUCIA_MODEL = env_str("LUCIA_MODEL", "gpt-4o-mini")
+LUCIA_GUARDRAIL_MODEL = env_str("LUCIA_GUARDRAIL_MODEL")
+LUCIA_MODEL_TIMEOUT_S = env_int("LUCIA_MODEL_TIMEOUT_S", 30)
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+LUCIA_SECRETS_KEY = env_str("LUCIA_SECRETS_KEY")
+# Names fault-injection points that end the process (tests and the chaos suite only).
+LUCIA_FAULTS = env_list("LUCIA_FAULTS", [])
+LUCIA_LEASE_SECONDS = env_int("LUCIA_LEASE_SECONDS", 90)
+LUCIA_HEARTBEAT_SECONDS = env_int("LUCIA_HEARTBEAT_SECONDS", 30)
+LUCIA_EPISODE_MAX_ATTEMPTS = env_int("LUCIA_EPISODE_MAX_ATTEMPTS", 3)
+LUCIA_SLICE_STEP_CAP = env_int("LUCIA_SLICE_STEP_CAP", 20)
+
+# --- Email (anymail) ------------------------------------------------------------
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "anymail.backends.test.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "lucia@localhost")
+ANYMAIL = {
+    key: value
+    for key, value in {
+        "WEBHOOK_SECRET": env_str("ANYMAIL_WEBHOOK_SECRET"),
+        "POSTMARK_SERVER_TOKEN": env_str("ANYMAIL_POSTMARK_SERVER_TOKEN"),
+        "MAILGUN_API_KEY": env_str("ANYMAIL_MAILGUN_API_KEY"),
+        "MAILGUN_WEBHOOK_SIGNING_KEY": env_str("ANYMAIL_MAILGUN_WEBHOOK_SIGNING_KEY"),
+    }.items()
+    if value
+}
+
+# --- API ---------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "agents.api_auth.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["agents.api_auth.HasOrganization"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Lucia API",
+    "DESCRIPTION": "Start runs, feed events, read timelines, build and publish agents.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Worker (django-q2, ORM broker on the same database) -----------------------------
+Q_CLUSTER = {
+    "name": "lucia",
+    "orm": "default",
+    "workers": env_int("LUCIA_Q_WORKERS", 2),
+    "timeout": env_int("LUCIA_Q_TIMEOUT", 300),
+    "retry": env_int("LUCIA_Q_RETRY", 360),
+    "max_attempts": env_int("LUCIA_Q_MAX_ATTEMPTS", 3),
+    # The journal is the record: keeping successes locks the success table on
+    # every result and cuts throughput about 4x. Failures are still kept.
+    "save_limit": -1,
+    "poll": 0.2,
+    "catch_up": False,
+    "ack_failures": True,
+}
+if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
+    raise ImproperlyConfigured(
+        f"LUCIA_Q_TIMEOUT ({Q_CLUSTER['timeout']}) must be below LUCIA_Q_RETRY "
+        f"({Q_CLUSTER['retry']}): otherwise a slow task is handed to a second worker while it still runs."
+    )

@@ -1,0 +1,38 @@
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from lucia_site import checks
+
+
+@pytest.mark.django_db
+def test_healthz_reports_database_ok(client):
+    response = client.get("/healthz/")
+    assert response.status_code == 200
+    assert response.json()["checks"]["database"] == "ok"
+
+
+def test_secret_key_required_outside_debug(settings):
+    settings.DEBUG = False
+    settings.SECRET_KEY = settings.INSECURE_SECRET_KEY
+    ids = [problem.id for problem in checks.check_configuration(None)]
+    assert "lucia.E001" in ids
+
+
+def test_openai_without_key_is_an_error(settings):
+    settings.LUCIA_LLM = "openai"
+    settings.OPENAI_API_KEY = None
+    ids = [problem.id for problem in checks.check_configuration(None)]
+    assert "lucia.E003" in ids
+
+
+def test_q_timeout_must_be_below_retry(monkeypatch):
+    import importlib
+
+    import lucia_site.settings as site_settings
+
+    monkeypatch.setenv("LUCIA_Q_TIMEOUT", "400")
+    monkeypatch.setenv("LUCIA_Q_RETRY", "300")
+    with pytest.raises(ImproperlyConfigured, match="must be below LUCIA_Q_RETRY"):
+        importlib.reload(site_settings)
+    monkeypatch.undo()
+    importlib.reload(site_settings)
