@@ -1,0 +1,68 @@
+"""The follow-up policy: when and on which channel the agent reaches out.
+
+The model decides what to say; this policy decides when, deterministically.
+
+Ladder. `steps` is the chase ladder. Step 0 fires `delay` after the run starts
+(usually `0m`); each later step fires `delay` after the previous outreach when
+no reply came in between. A delay in business days (`2bd`) counts only
+`business_days`; a calendar delay (`3d`, `12h`) counts wall time. Any send that
+would land outside `business_hours` or inside quiet hours is deferred, never
+dropped. After `max_attempts` outreaches without the required tasks done, the
+ladder is spent and `on_exhausted` applies:
+
+- `escalate`: one escalation to a human, no further wakes;
+- `fail`: the run ends as failed;
+- `complete_quietly`: the run ends as completed with its tasks left open.
+
+Replies. A reply always cancels the pending follow-up. When required tasks are
+still open after the reply's episode, chasing resumes `reply_grace` after the
+reply, unless that episode scheduled its own follow-up (`schedule_followup`),
+which wins. `on_reply` says which step fires then:
+
+- `pause`: the step after the last one sent; the attempt count carries on;
+- `restart`: step 0 again, with the attempt count reset to zero;
+- `stop`: none; the run waits for another reply or a human.
+
+Timezone. Business days, business hours and quiet hours are read in the
+contact's timezone (`contact`), the organization's (`organization`), or the
+fixed `timezone` (`fixed`, which then requires `timezone`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from agents.config import durations
+from agents.config.schema_base import Channel, ClockTime, DurationValue, Seconds, Strict, TimeZoneName, Weekday, fail
+
+
+class BusinessHours(Strict):
+    """Sends happen between `start` and `end` (same day, start before end)."""
+
+    start: ClockTime = "09:00"
+    end: ClockTime = "17:00"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BusinessHours:
+        if self.start >= self.end:
+            raise fail("hours", f"start {self.start} is not before end {self.end}", 'e.g. {start: "09:00", end: "17:00"}')
+        return self
+
+
+class Step(Strict):
+    delay: DurationValue
+    channel: Channel
+
+
+class FollowupSpec(Strict):
+    timezone_source: Literal["contact", "organization", "fixed"] = "contact"
+    timezone: TimeZoneName | None = None
+    business_days: list[Weekday] = Field(default=["mon", "tue", "wed", "thu", "fri"], min_length=1)
+    business_hours: BusinessHours = BusinessHours()
+    steps: list[Step] = Field(min_length=1)
+    max_attempts: int | None = Field(default=None, ge=1)
+    on_exhausted: Literal["escalate", "fail", "complete_quietly"] = "escalate"
+    on_reply: Literal["pause", "restart", "stop"] = "pause"
+    reply_grace: Seconds = durations.parse_seconds("2d")

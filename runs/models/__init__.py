@@ -1,0 +1,21 @@
+"""Runtime tables: runs, contacts, tasks, episodes, journal, outbox, escalations."""
+
+from runs.models.episode import Episode, EpisodeKind, EpisodeStatus
+from runs.models.escalation import Escalation, EscalationKind, EscalationStatus
+from runs.models.journal import JournalEntry, JournalKind
+from runs.models.outbox import OutboxMessage, OutboxStatus
+from runs.models.run import (
+    ENDED_RUN_STATUSES,
+    OPEN_RUN_STATUSES,
+    Contact,
+    Run,
+    RunStatus,
+    Task,
+    TaskStatus,
+)
+
+__all__ = [
+    "ENDED_RUN_STATUSES", "OPEN_RUN_STATUSES", "Contact", "Episode", "EpisodeKind", "EpisodeStatus",
+    "Escalation", "EscalationKind", "EscalationStatus", "JournalEntry", "JournalKind", "OutboxMessage",
+    "OutboxStatus", "Run", "RunStatus", "Task", "TaskStatus",
+]

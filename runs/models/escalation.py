@@ -1,0 +1,54 @@
+from django.conf import settings
+from django.db import models
+
+from agents.models import Organization
+from runs.models.episode import Episode
+from runs.models.outbox import OutboxMessage
+from runs.models.run import Run
+
+
+class EscalationKind(models.TextChoices):
+    QUESTION = "question", "Question from the agent"
+    UNCERTAIN_SEND = "uncertain_send", "Uncertain send"
+    STUCK = "stuck", "Stuck"
+    GUARDRAIL_BLOCK = "guardrail_block", "Guardrail block"
+    UNMATCHED_INBOUND = "unmatched_inbound", "Unmatched inbound message"
+
+
+class EscalationStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    ANSWERED = "answered", "Answered"
+    RESOLVED = "resolved", "Resolved"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class Escalation(models.Model):
+    """A question for a human. Unmatched inbound messages have no run yet, only an organization."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="escalations")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="escalations")
+    episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    outbox_message = models.ForeignKey(
+        OutboxMessage, null=True, blank=True, on_delete=models.SET_NULL, related_name="escalations"
+    )
+    # Inbound message id (connectors) for unmatched inbound; kept as a plain id so runs does not import connectors.
+    inbound_message_id = models.BigIntegerField(null=True, blank=True)
+    kind = models.CharField(max_length=32, choices=EscalationKind.choices)
+    prompt = models.TextField()
+    options = models.JSONField(default=list, blank=True)
+    context = models.JSONField(default=dict, blank=True)
+    answer = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=EscalationStatus.choices, default=EscalationStatus.OPEN)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    answered_via = models.CharField(max_length=32, blank=True, help_text="admin, api, or the API key's name")
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["organization", "status"], name="escalation_org_status")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.pk} ({self.status})"

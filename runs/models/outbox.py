@@ -1,0 +1,66 @@
+from django.db import models
+from django_fsm import FSMField, transition
+
+from runs.models.episode import Episode
+from runs.models.run import Run
+
+
+class OutboxStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SENDING = "sending", "Sending"
+    SENT = "sent", "Sent"
+    FAILED = "failed", "Failed"
+    UNCERTAIN = "uncertain", "Uncertain (a human decides)"
+
+
+class OutboxMessage(models.Model):
+    """One intended send. `idem_key` comes from runtime state, so a re-executed episode finds it again."""
+
+    idem_key = models.CharField(max_length=64, unique=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="outbox")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="outbox")
+    task_key = models.CharField(max_length=64, blank=True)
+    tool = models.CharField(max_length=32)
+    channel = models.CharField(max_length=16)
+    recipient = models.CharField(max_length=254, help_text="Normalized address, number or Slack user.")
+    ordinal = models.PositiveIntegerField(default=0)
+    payload = models.JSONField(default=dict)
+    status = FSMField(default=OutboxStatus.PENDING, choices=OutboxStatus.choices, protected=True)
+    provider_message_id = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    # The run's clock when the send was decided and when it went out.
+    created_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "created_at"]
+        indexes = [
+            models.Index(fields=["status"], name="outbox_status"),
+            # Per-contact caps across the organization: recent sends to one recipient.
+            models.Index(fields=["recipient", "created_at"], name="outbox_recipient_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} → {self.recipient} ({self.status})"
+
+    @transition(field=status, source=[OutboxStatus.PENDING, OutboxStatus.SENDING], target=OutboxStatus.SENDING)
+    def begin_send(self) -> None:
+        self.attempts += 1
+
+    @transition(field=status, source=[OutboxStatus.SENDING, OutboxStatus.UNCERTAIN, OutboxStatus.PENDING],
+                target=OutboxStatus.SENT)
+    def mark_sent(self) -> None:
+        pass
+
+    @transition(field=status, source=[OutboxStatus.PENDING, OutboxStatus.SENDING], target=OutboxStatus.FAILED)
+    def mark_failed(self) -> None:
+        pass
+
+    @transition(field=status, source=OutboxStatus.SENDING, target=OutboxStatus.UNCERTAIN)
+    def mark_uncertain(self) -> None:
+        pass
+
+    @transition(field=status, source=[OutboxStatus.UNCERTAIN, OutboxStatus.SENDING], target=OutboxStatus.PENDING)
+    def mark_not_sent(self) -> None:
+        pass

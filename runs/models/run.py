@@ -1,0 +1,148 @@
+from decimal import Decimal
+
+from django.db import models
+from django.db.models import Q
+from django_fsm import FSMField, transition
+
+from agents.models import AgentVersion, Deployment, Organization
+
+
+class RunStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    WAITING = "waiting", "Waiting"
+    WAITING_HUMAN = "waiting_human", "Waiting for a human"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+OPEN_RUN_STATUSES = (RunStatus.ACTIVE, RunStatus.WAITING, RunStatus.WAITING_HUMAN)
+ENDED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class Run(models.Model):
+    """One agent working on one goal. Everything a wake-up needs is in this row and its children."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="runs")
+    version = models.ForeignKey(AgentVersion, on_delete=models.PROTECT, related_name="runs")
+    deployment = models.ForeignKey(Deployment, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    sim = models.BooleanField(default=False, help_text="A simulated run: virtual clock, sandbox connectors.")
+    # The virtual "now" of a simulated run; the simulator moves it, runs.clock reads it.
+    virtual_now = models.DateTimeField(null=True, blank=True)
+    external_ref = models.CharField(max_length=200, blank=True, help_text="The integrator's own id for this run.")
+    goal = models.TextField()
+    inputs = models.JSONField(default=dict, blank=True)
+    # The compiled plan the run follows (a copy of the pinned version's).
+    plan = models.JSONField(default=dict, blank=True)
+    # Runtime memory, versioned ({"v": 1, ...}); written only under the lease fence.
+    state = models.JSONField(default=dict, blank=True)
+    status = FSMField(default=RunStatus.ACTIVE, choices=RunStatus.choices, protected=True)
+    # Why the run sleeps: "followup:<task>", "reply:<channel>", "human:<escalation id>"; null when runnable or ended.
+    wake_when = models.CharField(max_length=200, null=True, blank=True)
+    next_wake_at = models.DateTimeField(null=True, blank=True)
+    # Lease (DESIGN §5): always on the database's real clock, in simulation too.
+    lease_owner = models.CharField(max_length=200, null=True, blank=True)
+    lease_epoch = models.BigIntegerField(default=0)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Budgets and usage.
+    step_budget = models.PositiveIntegerField(default=200)
+    steps_used = models.PositiveIntegerField(default=0)
+    token_budget = models.PositiveIntegerField(default=500_000)
+    tokens_used = models.PositiveIntegerField(default=0)
+    cost_budget = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("5"))
+    cost_used = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
+    outcome = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # dispatch_due: sleeping runs whose wake time has come.
+            models.Index(
+                fields=["next_wake_at"], name="run_next_wake", condition=Q(next_wake_at__isnull=False)
+            ),
+            models.Index(fields=["organization", "status"], name="run_org_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in OPEN_RUN_STATUSES
+
+    @transition(field=status, source=[RunStatus.WAITING, RunStatus.WAITING_HUMAN, RunStatus.ACTIVE],
+                target=RunStatus.ACTIVE)
+    def activate(self) -> None:
+        pass
+
+    @transition(field=status, source=[RunStatus.ACTIVE, RunStatus.WAITING, RunStatus.WAITING_HUMAN],
+                target=RunStatus.WAITING)
+    def sleep(self) -> None:
+        pass
+
+    @transition(field=status, source=[RunStatus.ACTIVE, RunStatus.WAITING, RunStatus.WAITING_HUMAN],
+                target=RunStatus.WAITING_HUMAN)
+    def wait_for_human(self) -> None:
+        pass
+
+    @transition(field=status, source=OPEN_RUN_STATUSES, target=RunStatus.COMPLETED)
+    def complete(self) -> None:
+        pass
+
+    @transition(field=status, source=OPEN_RUN_STATUSES, target=RunStatus.FAILED)
+    def fail(self) -> None:
+        pass
+
+    @transition(field=status, source=OPEN_RUN_STATUSES, target=RunStatus.CANCELLED)
+    def cancel(self) -> None:
+        pass
+
+
+class Contact(models.Model):
+    """Someone the run may contact. Changes are append-only: old values move to `history`."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="contacts")
+    role = models.CharField(max_length=64)
+    name = models.CharField(max_length=200, blank=True)
+    email = models.EmailField(blank=True)
+    phone = models.CharField(max_length=32, blank=True, help_text="E.164")
+    slack_user = models.CharField(max_length=64, blank=True)
+    timezone = models.CharField(max_length=64, default="UTC")
+    history = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "role"]
+        constraints = [models.UniqueConstraint(fields=["run", "role"], name="contact_unique_role")]
+        indexes = [models.Index(fields=["phone"], name="contact_phone"),
+                   models.Index(fields=["slack_user"], name="contact_slack_user")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.name or self.email or self.phone}"
+
+
+class TaskStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    DONE = "done", "Done"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class Task(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tasks")
+    key = models.CharField(max_length=64)
+    title = models.CharField(max_length=200, blank=True)
+    required = models.BooleanField(default=True)
+    status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.OPEN)
+    # What proved it done: the check that passed and the evidence it passed on.
+    done_evidence = models.JSONField(null=True, blank=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [models.UniqueConstraint(fields=["run", "key"], name="task_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"
