@@ -36,3 +36,20 @@ def read_secrets(identity: Identity) -> dict[str, str]:
 def _store_secrets(identity: Identity, values: dict[str, str]) -> None:
     identity.secrets_encrypted = secrets.encrypt(values) if values else ""
     identity.secret_names = sorted(values)
+
+
+def update_identity(
+    identity: Identity,
+    *,
+    display_name: str | None = None,
+    sandbox: bool | None = None,
+    active: bool | None = None,
+) -> Identity:
+    """Change the descriptive fields; None leaves a field as it is. Channel and address never change."""
+    changes = {"display_name": display_name, "sandbox": sandbox, "active": active}
+    changed = [name for name, value in changes.items() if value is not None]
+    for name in changed:
+        setattr(identity, name, changes[name])
+    if changed:
+        identity.save(update_fields=changed)
+    return identity

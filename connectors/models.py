@@ -1,5 +1,6 @@
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from agents.models import Organization
 
@@ -38,3 +39,119 @@ class Identity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_channel_display()} {self.address}"
+
+
+class SandboxMessage(models.Model):
+    """What a sandbox identity "sent": stored, never delivered; the simulator reads it."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sandbox_messages")
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    # Unique: a resend of the same key (crash between send and record) stores nothing new.
+    idem_key = models.CharField(max_length=64, unique=True)
+    recipient = models.CharField(max_length=254)
+    payload = models.JSONField(default=dict)
+    provider_message_id = models.CharField(max_length=100)
+    # The run's clock when sent (virtual in simulation), so it is a default, not auto_now_add.
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["organization", "channel", "recipient"], name="sandboxmsg_recipient_idx")]
+
+    def __str__(self) -> str:
+        return f"sandbox {self.channel} to {self.recipient}"
+
+
+class InboundStatus(models.TextChoices):
+    MATCHED = "matched", "Matched"
+    UNMATCHED = "unmatched", "Unmatched"
+    IGNORED = "ignored", "Ignored"
+
+
+class InboundMessage(models.Model):
+    """A message received on a webhook, stored before routing; unmatched ones are kept for triage."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, null=True, blank=True, related_name="inbound_messages"
+    )
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    provider_id = models.CharField(max_length=255)
+    kind = models.CharField(max_length=16, default="message")
+    from_address = models.CharField(max_length=254, blank=True)
+    to_address = models.CharField(max_length=254, blank=True)
+    subject = models.CharField(max_length=998, blank=True)
+    text = models.TextField(blank=True)
+    attachments = models.JSONField(default=list, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+    raw = models.JSONField(default=dict, blank=True)
+    # No foreign key: runs sit on a higher floor than connectors.
+    matched_run_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    status = models.CharField(max_length=16, choices=InboundStatus.choices, default=InboundStatus.UNMATCHED)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        constraints = [
+            # Providers retry webhooks; the same message is stored once.
+            models.UniqueConstraint(fields=["channel", "provider_id"], name="inbound_unique_provider_id"),
+        ]
+        indexes = [models.Index(fields=["status", "received_at"], name="inbound_status_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.channel} from {self.from_address} ({self.status})"
+
+
+class SuppressionReason(models.TextChoices):
+    STOP = "stop", "STOP"
+    BOUNCE = "bounce", "Bounce"
+    COMPLAINT = "complaint", "Complaint"
+    INVALID = "invalid", "Invalid address"
+
+
+class Suppression(models.Model):
+    """An address the organization must never contact again on a channel."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="suppressions")
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    address = models.CharField(max_length=254)
+    reason = models.CharField(max_length=16, choices=SuppressionReason.choices)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["organization", "channel", "address"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "channel", "address"], name="suppression_unique_address"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.address} ({self.reason})"
+
+
+class DeliveryEvent(models.Model):
+    """A provider tracking event (queued, delivered, bounced...) for one of our sends."""
+
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    provider_message_id = models.CharField(max_length=255, blank=True)
+    # Read by Connector.lookup: an event carrying the key proves the provider accepted that send.
+    idem_key = models.CharField(max_length=64, blank=True, db_index=True)
+    # The provider's id of this event, when it has one; providers retry webhooks.
+    provider_event_id = models.CharField(max_length=255, blank=True)
+    event_type = models.CharField(max_length=32)
+    raw = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["channel", "provider_event_id"],
+                condition=~Q(provider_event_id=""),
+                name="deliveryevent_unique_provider_event",
+            ),
+        ]
+        indexes = [models.Index(fields=["channel", "provider_message_id"], name="deliveryevent_message_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.event_type} {self.provider_message_id}"

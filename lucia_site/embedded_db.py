@@ -2,11 +2,13 @@
 
 Used when `DATABASE_URL` is unset. `python -m lucia_site.embedded_db up`
 starts it (creating the cluster and the `lucia` database on first use),
-`down` stops it, `url` prints its connection URL. It is started with
-`cleanup_mode=None` so it outlives the process that asked for it; the make
-targets own its life (`make db-up`, `make db-down`).
+`down` stops it, `url` prints its connection URL; `LUCIA_PGDATA` names
+another directory. It is started with `cleanup_mode=None` so it outlives the
+process that asked for it; the make targets own its life (`make db-up`,
+`make db-down`).
 """
 
+import os
 import subprocess
 import sys
 import warnings
@@ -16,7 +18,8 @@ from pathlib import Path
 warnings.filterwarnings("ignore", module="platformdirs")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-PGDATA = BASE_DIR / ".lucia" / "pgdata"
+# LUCIA_PGDATA points a test (or a second checkout) at another cluster directory.
+PGDATA = Path(os.environ.get("LUCIA_PGDATA") or BASE_DIR / ".lucia" / "pgdata").resolve()
 DATABASE_NAME = "lucia"
 
 

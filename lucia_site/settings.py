@@ -128,6 +128,14 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Start runs, feed events, read timelines, build and publish agents.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Several models have a `status`; without names spectacular invents "Status860Enum" and warns.
+    "ENUM_NAME_OVERRIDES": {
+        "VersionStatusEnum": "agents.models.VersionStatus",
+        "RunStatusEnum": "runs.models.run.RunStatus",
+        "TaskStatusEnum": "runs.models.run.TaskStatus",
+        "EpisodeStatusEnum": "runs.models.episode.EpisodeStatus",
+        "EscalationStatusEnum": "runs.models.escalation.EscalationStatus",
+    },
 }
 
 # --- Worker (django-q2, ORM broker on the same database) -----------------------------

@@ -54,7 +54,7 @@ def parse(value: object) -> Duration:
     if not text:
         raise DurationError("empty duration")
     if business := _BUSINESS.fullmatch(text):
-        return _business(int(business.group(1)), text)
+        return _business(int(business.group(1)), text=text)
     calendar = _CALENDAR.fullmatch(text)
     if calendar is None or not any(calendar.groups()):
         raise DurationError(f"{value!r} is not a duration")
@@ -75,7 +75,7 @@ def parse_seconds(value: object) -> int:
     return duration.seconds
 
 
-def _business(days: int, text: str) -> Duration:
+def _business(days: int, *, text: str) -> Duration:
     if days > MAX_BUSINESS_DAYS:
         raise DurationError(f"{text!r} is more than {MAX_BUSINESS_DAYS} business days", hint="use a shorter duration")
     return Duration(business_days=days)

@@ -30,7 +30,7 @@ WEEKDAYS: tuple[str, ...] = get_args(Weekday)
 class Strict(BaseModel):
     """Unknown keys are errors (typos must not pass silently) and values are not coerced."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=False, allow_inf_nan=False)
 
 
 def fail(kind: str, message: str, hint: str) -> PydanticCustomError:
@@ -69,7 +69,9 @@ def _regex(value: str) -> str:
     try:
         re.compile(value)
     except re.error as error:
-        raise fail("regex", f"invalid regular expression: {error}", "check brackets and escapes; quote it in YAML") from None
+        raise fail(
+            "regex", f"invalid regular expression: {error}", "check brackets and escapes; quote it in YAML"
+        ) from None
     return value
 
 
@@ -140,7 +142,9 @@ Email = Annotated[str, AfterValidator(_email)]
 
 def _scalar(value: object) -> str | int | float | bool:
     if not isinstance(value, (str, int, float, bool)):
-        raise fail("scalar", f"expected text or a number, got {type(value).__name__}", 'write a plain value, e.g. "INV-1042"')
+        raise fail(
+            "scalar", f"expected text or a number, got {type(value).__name__}", 'write a plain value, e.g. "INV-1042"'
+        )
     return value
 
 

@@ -47,7 +47,9 @@ class BusinessHours(Strict):
     @model_validator(mode="after")
     def _ordered(self) -> BusinessHours:
         if self.start >= self.end:
-            raise fail("hours", f"start {self.start} is not before end {self.end}", 'e.g. {start: "09:00", end: "17:00"}')
+            raise fail(
+                "hours", f"start {self.start} is not before end {self.end}", 'e.g. {start: "09:00", end: "17:00"}'
+            )
         return self
 
 

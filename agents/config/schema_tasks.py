@@ -27,7 +27,9 @@ from agents.config.schema_base import Key, Regex, Strict, Text, fail
 
 def _content_type(value: str) -> str:
     if not re.fullmatch(r"[a-z0-9][a-z0-9.+-]*/(?:\*|[a-z0-9][a-z0-9.+-]*)", value):
-        raise fail("content_type", f"{value!r} is not a content type", "write a lowercase MIME type like application/pdf")
+        raise fail(
+            "content_type", f"{value!r} is not a content type", "write a lowercase MIME type like application/pdf"
+        )
     return value
 
 

@@ -43,6 +43,8 @@ class Escalation(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     answered_via = models.CharField(max_length=32, blank=True, help_text="admin, api, or the API key's name")
+    # The run's clock when it was raised (virtual in a simulation); created_at is wall time.
+    raised_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     answered_at = models.DateTimeField(null=True, blank=True)
 

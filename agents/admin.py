@@ -1,0 +1,312 @@
+"""The Studio's agent pages: organizations and their API keys, agents, versions, deployments.
+
+Every write goes through a domain module (`agents.versions`, `agents.api_keys`,
+`simulator.gate`); the admin only collects input and reports with message_user.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from agents import api_keys, versions
+from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
+from simulator import gate
+
+
+class SuperuserDeleteMixin:
+    """Staff are ops for every organization; only superusers delete."""
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.is_superuser and super().has_delete_permission(request, obj)
+
+
+class WritesThroughDomain:
+    """For admins whose save_form returns the row a domain function wrote: nothing is left to save.
+
+    Django calls save_form before it validates inline formsets, so these
+    admins show inlines only on pages that cannot be saved.
+    """
+
+    def save_model(self, request: HttpRequest, obj, form, change: bool) -> None:
+        pass
+
+    def save_related(self, request: HttpRequest, form, formsets, change: bool) -> None:
+        pass  # read-only inlines, no many-to-many; form.save_m2m does not exist since form.save() never ran
+
+
+class ApiKeyInline(admin.TabularInline):
+    model = ApiKey
+    fields = readonly_fields = ["name", "role", "prefix", "created_at", "last_used_at", "revoked_at"]
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False  # keys are issued by the organization's actions, which show the plain key once
+
+
+@admin.register(Organization)
+class OrganizationAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
+    list_display = ["name", "slug", "default_timezone", "created_at"]
+    search_fields = ["name", "slug"]
+    inlines = [ApiKeyInline]
+    actions = ["issue_builder_key", "issue_runner_key"]
+
+    @admin.action(description="Issue a builder API key (shown once)", permissions=["change"])
+    def issue_builder_key(self, request: HttpRequest, queryset) -> None:
+        self._issue(request, queryset, role=ApiKey.Role.BUILDER)
+
+    @admin.action(description="Issue a runner API key (shown once)", permissions=["change"])
+    def issue_runner_key(self, request: HttpRequest, queryset) -> None:
+        self._issue(request, queryset, role=ApiKey.Role.RUNNER)
+
+    def _issue(self, request: HttpRequest, queryset, *, role: str) -> None:
+        for organization in queryset:
+            name = f"Studio, {request.user} {timezone.now():%Y-%m-%d %H:%M}"
+            _, plain = api_keys.issue_key(organization, name=name, role=role)
+            self.message_user(
+                request, f"New {role} key for {organization.slug}: {plain} (copy it now: only its hash is stored)",
+                messages.WARNING,
+            )
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
+    list_display = ["name", "organization", "role", "prefix", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["role", "organization"]
+    list_select_related = ["organization"]
+    search_fields = ["name", "prefix", "organization__slug"]
+    fields = readonly_fields = list_display
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # issue keys from the organization page
+
+    @admin.action(description="Revoke", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset) -> None:
+        for api_key in queryset:
+            api_keys.revoke_key(api_key)
+        self.message_user(request, f"Revoked {queryset.count()} key(s).")
+
+
+@admin.display(boolean=True, description="valid config")
+def valid_config(version: AgentVersion) -> bool:
+    return version.is_valid
+
+
+class VersionInline(admin.TabularInline):
+    model = AgentVersion
+    fields = readonly_fields = ["number", "status", valid_config, "config_hash", "created_at", "published_at"]
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    ordering = ["-number"]
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(Agent)
+class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+    list_display = ["slug", "name", "created_at"]
+    search_fields = ["slug", "name"]
+    inlines = [VersionInline]
+
+    def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return ["slug", "name", "description"] + (["draft_link"] if obj else [])
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        # Name and description follow the newest valid config.
+        return ["draft_link"] if obj else []
+
+    @admin.display(description="Edit")
+    def draft_link(self, agent: Agent) -> str:
+        latest = versions.latest_version(agent)
+        if latest is not None and latest.is_editable:
+            url = reverse("admin:agents_agentversion_change", args=[latest.pk])
+            return format_html('<a href="{}">Edit draft v{}</a>', url, latest.number)
+        url = reverse("admin:agents_agentversion_add") + f"?agent={agent.pk}"
+        label = f"New draft from v{latest.number}" if latest else "Write the first version"
+        return format_html('<a href="{}">{}</a>', url, label)
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        # Nothing on an existing agent is edited here: its config lives in versions.
+        return super().has_change_permission(request, obj) and obj is None
+
+    def get_inline_instances(self, request: HttpRequest, obj=None) -> list:
+        return super().get_inline_instances(request, obj) if obj else []
+
+    def save_form(self, request: HttpRequest, form, change: bool) -> Agent:
+        data = form.cleaned_data
+        return versions.create_agent(slug=data["slug"], name=data["name"], description=data["description"])
+
+
+SOURCE_WIDGET = forms.Textarea(
+    attrs={"rows": 40, "spellcheck": "false", "class": "lucia-source",
+           "style": "font-family: ui-monospace, monospace; width: 100%; box-sizing: border-box; tab-size: 2;"}
+)
+
+
+class AgentVersionForm(forms.ModelForm):
+    # Kept as written (no strip); only the browser's CRLF line endings are undone.
+    source = forms.CharField(widget=SOURCE_WIDGET, strip=False)
+
+    class Meta:
+        model = AgentVersion
+        fields = ["agent", "source"]
+        widgets = {"source": SOURCE_WIDGET}
+
+    def clean(self) -> dict:
+        if self.instance.pk and not self.instance.is_editable:
+            raise forms.ValidationError("This version is published and read-only: edit the agent for a new draft.")
+        return super().clean()
+
+    def clean_source(self) -> str:
+        return self.cleaned_data["source"].replace("\r\n", "\n")
+
+
+@admin.register(AgentVersion)
+class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+    form = AgentVersionForm
+    list_display = ["agent", "number", "status", valid_config, "short_hash", "created_at", "published_at"]
+    list_filter = ["status", "agent"]
+    list_select_related = ["agent"]
+    search_fields = ["agent__slug"]
+    actions = ["validate", "publish", "retire"]
+
+    def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        if obj is None:
+            return ["agent", "source"]
+        if obj.is_editable:
+            return ["agent", "number", "status", "source", "config_hash", "created_by", "created_at"]
+        return ["agent", "number", "status", "source_text", "config_hash", "gate_scorecard", "published_at",
+                "created_by", "created_at"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        if obj is None:
+            return []
+        return [name for name in self.get_fields(request, obj) if name != "source" or not obj.is_editable]
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        # Published and retired versions open as view-only pages.
+        return super().has_change_permission(request, obj) and (obj is None or obj.is_editable)
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return super().has_delete_permission(request, obj) and (obj is None or obj.is_editable)
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict:
+        initial = super().get_changeform_initial_data(request)
+        agent = Agent.objects.filter(pk=request.GET.get("agent") or None).first()
+        latest = versions.latest_version(agent) if agent else None
+        if latest is not None:
+            initial["source"] = latest.source  # a new draft starts from the latest version
+        return initial
+
+    def get_search_results(self, request: HttpRequest, queryset, search_term: str):
+        queryset, duplicates = super().get_search_results(request, queryset, search_term)
+        if request.GET.get("model_name") == "deployment":
+            queryset = queryset.filter(status=VersionStatus.PUBLISHED)  # only published versions deploy
+        return queryset, duplicates
+
+    @admin.display(description="hash")
+    def short_hash(self, version: AgentVersion) -> str:
+        return version.config_hash[:12]
+
+    @admin.display(description="source")
+    def source_text(self, version: AgentVersion) -> str:
+        return format_html('<pre class="lucia-source" style="white-space: pre; overflow-x: auto;">{}</pre>',
+                           version.source)
+
+    def save_form(self, request: HttpRequest, form, change: bool) -> AgentVersion:
+        source = form.cleaned_data["source"]
+        if change:
+            return versions.update_draft(form.instance, source=source)
+        return versions.create_draft(form.cleaned_data["agent"], source=source, user=request.user)
+
+    def response_add(self, request: HttpRequest, obj: AgentVersion, post_url_continue=None) -> HttpResponse:
+        return self._after_save(request, obj) or super().response_add(request, obj, post_url_continue)
+
+    def response_change(self, request: HttpRequest, obj: AgentVersion) -> HttpResponse:
+        return self._after_save(request, obj) or super().response_change(request, obj)
+
+    def _after_save(self, request: HttpRequest, version: AgentVersion) -> HttpResponse | None:
+        """Stay on an invalid draft so its errors show above the source; handle "Save and publish"."""
+        change_url = reverse("admin:agents_agentversion_change", args=[version.pk])
+        if not version.is_valid:
+            count = len(version.validation_errors)
+            self.message_user(request, f"{version} saved with {count} config error(s), listed above the source.",
+                              messages.WARNING)
+            return HttpResponseRedirect(change_url)
+        if "_publish" in request.POST:
+            self._publish_one(request, version)
+            return HttpResponseRedirect(change_url)
+        return None
+
+    @admin.action(description="Validate", permissions=["view"])
+    def validate(self, request: HttpRequest, queryset) -> None:
+        for version in queryset.select_related("agent"):
+            result = versions.validate(version)
+            if result.ok:
+                self.message_user(request, f"{version}: valid")
+            else:
+                problems = "; ".join(str(error) for error in result.errors)
+                self.message_user(request, f"{version}: {len(result.errors)} error(s): {problems}", messages.ERROR)
+
+    @admin.action(description="Publish (through the gate)", permissions=["change"])
+    def publish(self, request: HttpRequest, queryset) -> None:
+        for version in queryset.select_related("agent"):
+            self._publish_one(request, version)
+
+    def _publish_one(self, request: HttpRequest, version: AgentVersion) -> None:
+        try:
+            published = gate.publish(version, user=request.user)
+        except gate.PublishRefused as refused:
+            self.message_user(request, f"{version}: publish refused: {refused.reason}", messages.ERROR)
+        else:
+            self.message_user(request, f"Published {published}.", messages.SUCCESS)
+
+    @admin.action(description="Retire", permissions=["change"])
+    def retire(self, request: HttpRequest, queryset) -> None:
+        for version in queryset.select_related("agent"):
+            try:
+                retired = versions.retire(version)
+            except versions.VersionError as refused:
+                self.message_user(request, f"{version}: {refused}", messages.ERROR)
+            else:
+                self.message_user(request, f"Retired {retired}.", messages.SUCCESS)
+
+
+class DeploymentForm(forms.ModelForm):
+    class Meta:
+        model = Deployment
+        fields = ["organization", "version"]
+
+    def clean_version(self) -> AgentVersion:
+        version = self.cleaned_data["version"]
+        if version.status != VersionStatus.PUBLISHED:
+            raise forms.ValidationError(f"{version} is {version.status}; only published versions can be deployed.")
+        return version
+
+
+@admin.register(Deployment)
+class DeploymentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+    form = DeploymentForm
+    list_display = ["organization", "agent", "version", "active", "created_at"]
+    list_filter = ["organization", "active", "agent"]
+    list_select_related = ["organization", "agent", "version", "version__agent"]
+    search_fields = ["organization__slug", "agent__slug"]
+    autocomplete_fields = ["organization", "version"]
+
+    def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return ["organization", "version"] if obj is None else ["organization", "agent", "version", "active",
+                                                                 "created_at"]
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return super().has_change_permission(request, obj) and obj is None
+
+    def save_form(self, request: HttpRequest, form, change: bool) -> Deployment:
+        return versions.deploy(form.cleaned_data["organization"], form.cleaned_data["version"])

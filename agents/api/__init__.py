@@ -1,0 +1,1 @@
+"""The agent-building API: agents, their versions, and organizations' deployments."""

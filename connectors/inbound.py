@@ -1,0 +1,86 @@
+"""The inbound message store: every webhook item is kept here before anything else happens.
+
+Providers retry webhooks, so a message is stored once per (channel, provider
+id); the caller learns whether this delivery is the first and routes only then.
+Routing itself (which run) lives in runs.inbound_routing, a floor above.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.models import Organization
+from connectors.base import ParsedInbound
+from connectors.models import InboundMessage, InboundStatus
+
+# Field limits of InboundMessage: provider values are cut to fit rather than refused.
+_LIMITS = {"provider_id": 255, "from_address": 254, "to_address": 254, "subject": 998}
+
+
+def store(
+    parsed: ParsedInbound, *, channel: str, organization: Organization | None
+) -> tuple[InboundMessage, bool]:
+    """Store the item; returns (message, created). created=False: a repeated delivery, already handled.
+
+    Call inside a transaction: a concurrent duplicate waits on the unique index
+    and then finds this row.
+    """
+    headers = dict(parsed.headers)
+    if parsed.in_reply_to:
+        headers["in_reply_to"] = parsed.in_reply_to
+    if parsed.references:
+        headers["references"] = list(parsed.references)
+    if parsed.thread_ref:
+        headers["thread_ref"] = parsed.thread_ref
+    if parsed.idem_key:
+        headers["idem_key"] = parsed.idem_key
+    return InboundMessage.objects.get_or_create(
+        channel=channel,
+        provider_id=without_nul(parsed.provider_id)[: _LIMITS["provider_id"]],
+        defaults={
+            "organization": organization,
+            "kind": parsed.kind,
+            "from_address": without_nul(parsed.from_address)[: _LIMITS["from_address"]],
+            "to_address": without_nul(parsed.to_address)[: _LIMITS["to_address"]],
+            "subject": without_nul(parsed.subject)[: _LIMITS["subject"]],
+            "text": without_nul(parsed.text),
+            "attachments": without_nul(parsed.attachments),
+            "headers": without_nul(headers),
+            "raw": without_nul(parsed.raw),
+            "status": InboundStatus.UNMATCHED,
+        },
+    )
+
+
+def mark_matched(message: InboundMessage, *, run_id: int, organization_id: int) -> None:
+    _update(message, status=InboundStatus.MATCHED, matched_run_id=run_id, organization_id=organization_id)
+
+
+def mark_unmatched(message: InboundMessage, *, organization_id: int | None, run_id: int | None = None) -> None:
+    """Left for triage. `run_id`: the run it named but that could not take it (ended)."""
+    _update(message, status=InboundStatus.UNMATCHED, matched_run_id=run_id, organization_id=organization_id)
+
+
+def mark_ignored(message: InboundMessage) -> None:
+    """Handled without a run (STOP/START/HELP keywords): kept for the record, not triage."""
+    _update(message, status=InboundStatus.IGNORED, matched_run_id=message.matched_run_id,
+            organization_id=message.organization_id)
+
+
+def _update(message: InboundMessage, *, status: str, matched_run_id: int | None, organization_id: int | None) -> None:
+    message.status = status
+    message.matched_run_id = matched_run_id
+    message.organization_id = organization_id
+    message.save(update_fields=["status", "matched_run_id", "organization"])
+
+
+def without_nul(value: Any) -> Any:
+    """The value with NUL characters removed: PostgreSQL text and jsonb refuse them, and a refused
+    insert would make the provider retry forever."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, dict):
+        return {without_nul(key): without_nul(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(item) for item in value]
+    return value

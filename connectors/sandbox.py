@@ -1,0 +1,102 @@
+"""Sandbox connector: stores what would have been sent, delivers nothing.
+
+The simulator reads SandboxMessage rows and answers as personas through
+runs.events; it posts inbound messages signed with `sign_body`, so the same
+webhook path as real providers applies.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
+
+from connectors.base import INBOUND_KINDS, Connector, LookupResult, OutboundMessage, ParsedInbound, SendResult
+from connectors.models import Channel, SandboxMessage
+
+SIGNATURE_HEADER = "X-Lucia-Sandbox-Signature"
+_SALT = "lucia.connectors.sandbox_inbound"
+
+
+def sign_body(body: bytes) -> str:
+    """The signature header value for a sandbox inbound body (HMAC keyed from SECRET_KEY)."""
+    return salted_hmac(_SALT, body, algorithm="sha256").hexdigest()
+
+
+def provider_message_id_for(idem_key: str) -> str:
+    return f"sandbox-{idem_key[:32]}"
+
+
+class SandboxConnector(Connector):
+    channel = Channel.SANDBOX
+
+    def send(self, message: OutboundMessage) -> SendResult:
+        # get_or_create on the unique key: a resend after a crash finds the first row.
+        row, _ = SandboxMessage.objects.get_or_create(
+            idem_key=message.idem_key,
+            defaults={
+                "organization_id": self.identity.organization_id,
+                "channel": message.channel,
+                "recipient": message.to,
+                "payload": _payload(message),
+                "provider_message_id": provider_message_id_for(message.idem_key),
+                "created_at": message.sent_at or timezone.now(),
+            },
+        )
+        return SendResult(provider_message_id=row.provider_message_id, accepted_at=row.created_at)
+
+    def lookup(self, message: OutboundMessage, *, sent_after: datetime) -> LookupResult:
+        # The sandbox is its own database: it always knows (never None).
+        row = SandboxMessage.objects.filter(idem_key=message.idem_key).only("provider_message_id").first()
+        return LookupResult(found=row is not None, provider_message_id=row.provider_message_id if row else None)
+
+    def verify_request(self, request: HttpRequest) -> bool:
+        signature = request.headers.get(SIGNATURE_HEADER, "")
+        return bool(signature) and constant_time_compare(signature, sign_body(request.body))
+
+    def parse_inbound(self, request: HttpRequest) -> list[ParsedInbound]:
+        data = json.loads(request.body)
+        items = data["messages"] if isinstance(data, dict) and "messages" in data else [data]
+        return [_parsed(item) for item in items]
+
+
+def _payload(message: OutboundMessage) -> dict[str, Any]:
+    return {
+        "subject": message.subject,
+        "body": message.body,
+        "brief": message.brief,
+        "reply_to": message.reply_to,
+        "in_reply_to": message.in_reply_to,
+        "references": list(message.references),
+        "run_token": message.run_token,
+        "metadata": message.metadata,
+    }
+
+
+def _parsed(item: dict[str, Any]) -> ParsedInbound:
+    kind = item.get("kind", "message")
+    if kind not in INBOUND_KINDS:
+        raise ValueError(f"unknown inbound kind {kind!r}")
+    return ParsedInbound(
+        provider_id=str(item["provider_id"]),
+        kind=kind,
+        from_address=item.get("from", ""),
+        to_address=item.get("to", ""),
+        subject=item.get("subject", ""),
+        text=item.get("text", ""),
+        attachments=list(item.get("attachments", [])),
+        headers=dict(item.get("headers", {})),
+        in_reply_to=item.get("in_reply_to"),
+        references=list(item.get("references", [])),
+        thread_ref=item.get("thread_ref"),
+        status=item.get("status"),
+        idem_key=item.get("idem_key"),
+        raw=item,
+    )
+
+
+__all__ = ["SIGNATURE_HEADER", "SandboxConnector", "provider_message_id_for", "sign_body"]

@@ -1,0 +1,170 @@
+"""Slack through the Web API (slack_sdk), the only module importing it.
+
+The key rides in `chat.postMessage` metadata (event_type `lucia_send`), which
+conversations.history/replies return with include_all_metadata, so lookup
+can say for sure. Secrets: `bot_token`, `signing_secret`, optional `api_base_url`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.http import HttpRequest
+from django.utils import timezone
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.signature import SignatureVerifier
+
+from connectors.base import Connector, LookupResult, OutboundMessage, ParsedInbound, SendResult
+from connectors.errors import ConnectorError
+from connectors.models import Channel
+
+EVENT_TYPE = "lucia_send"
+REQUEST_TIMEOUT_S = 15
+CLOCK_SLACK = timedelta(minutes=1)
+LOOKUP_PAGES = 5
+# Slack error strings after which the same post can never succeed.
+PERMANENT_ERRORS = {
+    "channel_not_found", "not_in_channel", "is_archived", "invalid_auth", "account_inactive", "token_revoked",
+    "user_not_found", "msg_too_long", "no_text", "restricted_action", "cannot_dm_bot", "missing_scope",
+}
+# Message subtypes that are people writing; edits, joins and bot posts are not inbound.
+HUMAN_SUBTYPES = {None, "file_share", "thread_broadcast"}
+# slack_sdk raises transport failures (URLError, timeouts) unwrapped; they are OSErrors.
+CLIENT_ERRORS = (SlackClientError, OSError)
+
+
+class SlackConnector(Connector):
+    channel = Channel.SLACK
+
+    def send(self, message: OutboundMessage) -> SendResult:
+        client = self._client()
+        try:
+            response = client.chat_postMessage(
+                channel=message.to,
+                text=message.body,
+                thread_ts=thread_ts_of(message.in_reply_to),
+                metadata={"event_type": EVENT_TYPE, "event_payload": {"idem_key": message.idem_key}},
+            )
+        except CLIENT_ERRORS as exc:
+            raise _connector_error(exc) from exc
+        # "<channel>:<ts>" is what a threaded reply's thread_ref will name.
+        return SendResult(provider_message_id=f"{response['channel']}:{response['ts']}", accepted_at=timezone.now())
+
+    def lookup(self, message: OutboundMessage, *, sent_after: datetime) -> LookupResult:
+        client = self._client()
+        oldest = f"{(sent_after - CLOCK_SLACK).timestamp():.6f}"
+        thread_ts = thread_ts_of(message.in_reply_to)
+        try:
+            channel = _conversation_id(client, message.to)
+            cursor = None
+            for _ in range(LOOKUP_PAGES):
+                if thread_ts:
+                    # Thread replies are not in conversations.history.
+                    response = client.conversations_replies(
+                        channel=channel, ts=thread_ts, oldest=oldest, include_all_metadata=True, limit=200,
+                        cursor=cursor,
+                    )
+                else:
+                    response = client.conversations_history(
+                        channel=channel, oldest=oldest, include_all_metadata=True, limit=200, cursor=cursor
+                    )
+                for item in response.get("messages", []):
+                    if _carries_key(item, message.idem_key):
+                        return LookupResult(found=True, provider_message_id=f"{channel}:{item['ts']}")
+                cursor = (response.get("response_metadata") or {}).get("next_cursor")
+                if not cursor:
+                    return LookupResult(found=False)
+        except CLIENT_ERRORS:
+            return LookupResult(found=None)
+        # More pages than looked at: cannot say it is absent.
+        return LookupResult(found=None)
+
+    def verify_request(self, request: HttpRequest) -> bool:
+        secret = self.secrets.get("signing_secret", "")
+        timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not secret or not timestamp.isdigit() or not signature:
+            return False
+        # Checks the 5-minute window and compares in constant time (hmac.compare_digest).
+        return SignatureVerifier(secret).is_valid(body=request.body, timestamp=timestamp, signature=signature)
+
+    def parse_inbound(self, request: HttpRequest) -> list[ParsedInbound]:
+        payload = json.loads(request.body)
+        # url_verification is answered by the view; only event callbacks carry messages.
+        if payload.get("type") != "event_callback":
+            return []
+        event = payload.get("event") or {}
+        if event.get("type") not in ("message", "app_mention"):
+            return []
+        if event.get("bot_id") or event.get("subtype") not in HUMAN_SUBTYPES:
+            return []
+        channel = event.get("channel", "")
+        thread_ts = event.get("thread_ts")
+        return [ParsedInbound(
+            provider_id=payload.get("event_id") or f"{channel}:{event.get('ts')}",
+            from_address=event.get("user", ""),
+            to_address=channel,
+            text=event.get("text", ""),
+            attachments=[_file(item) for item in event.get("files", [])],
+            headers={
+                "team_id": payload.get("team_id", ""), "channel": channel, "ts": event.get("ts", ""),
+                "channel_type": event.get("channel_type", ""), "event_type": event.get("type", ""),
+            },
+            thread_ref=f"{channel}:{thread_ts}" if thread_ts else None,
+            raw=payload,
+        )]
+
+    def _client(self) -> WebClient:
+        token = self.require_secret("bot_token")
+        # No retry handlers: a retried post after a dropped connection can post twice.
+        return WebClient(
+            token=token,
+            base_url=self.secrets.get("api_base_url") or WebClient.BASE_URL,
+            timeout=REQUEST_TIMEOUT_S,
+            retry_handlers=[],
+        )
+
+
+def thread_ts_of(reference: str | None) -> str | None:
+    """The thread ts in "<channel>:<ts>" (our provider ids) or a bare ts."""
+    if not reference:
+        return None
+    return reference.rpartition(":")[2] or None
+
+
+def _conversation_id(client: WebClient, to: str) -> str:
+    # A user id posts into the bot's DM with them; history needs that DM's channel id.
+    if to[:1] in ("U", "W"):
+        return client.conversations_open(users=to)["channel"]["id"]
+    return to
+
+
+def _carries_key(item: dict[str, Any], idem_key: str) -> bool:
+    metadata = item.get("metadata") or {}
+    payload = metadata.get("event_payload") or {}
+    return metadata.get("event_type") == EVENT_TYPE and payload.get("idem_key") == idem_key
+
+
+def _file(item: dict[str, Any]) -> dict[str, Any]:
+    # Files stay in Slack (fetching needs the bot token): metadata and URL only.
+    return {
+        "filename": item.get("name", ""),
+        "content_type": item.get("mimetype", "application/octet-stream"),
+        "size": item.get("size"),
+        "sha256": None,
+        "url": item.get("url_private", ""),
+    }
+
+
+def _connector_error(exc: Exception) -> ConnectorError:
+    if isinstance(exc, SlackApiError):
+        error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
+        status = exc.response.status_code
+        if error in PERMANENT_ERRORS:
+            return ConnectorError(f"Slack: {error}", permanent=True, code=error)
+        # ratelimited (429) was refused; a 5xx may have posted before failing.
+        return ConnectorError(f"Slack: {error or status}", code=error, outcome_unknown=status >= 500)
+    return ConnectorError(f"Slack request failed: {exc}", outcome_unknown=True)

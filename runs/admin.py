@@ -1,0 +1,182 @@
+"""The Studio's runtime screens: runs, episodes, journal, outbox (read-only) and the escalation inbox."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from runs import cancellation, escalations
+from runs.models import Contact, Episode, Escalation, EscalationKind, EscalationStatus, JournalEntry, OutboxMessage, Run, Task
+from runs.timeline import timeline_for
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Runtime rows are written by the runtime only; the Studio shows them."""
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+class ContactInline(ReadOnlyInline):
+    model = Contact
+    fields = ["role", "name", "email", "phone", "slack_user", "timezone"]
+
+
+class TaskInline(ReadOnlyInline):
+    model = Task
+    fields = ["key", "title", "required", "status", "done_evidence", "done_at"]
+
+
+class EpisodeInline(ReadOnlyInline):
+    model = Episode
+    fields = ["seq", "kind", "status", "due_at", "attempts", "error"]
+    ordering = ["seq"]
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ["id", "organization", "agent_version", "status", "wake_when", "next_wake_at", "sim", "created_at"]
+    list_filter = ["status", "sim", "organization", "version__agent"]
+    search_fields = ["=id", "external_ref", "goal", "contacts__email", "contacts__phone", "contacts__name"]
+    list_select_related = ["organization", "version__agent"]
+    date_hierarchy = "created_at"
+    inlines = [ContactInline, TaskInline, EpisodeInline]
+    actions = ["cancel_runs"]
+    readonly_fields = ["timeline_link"]
+
+    @admin.display(description="agent")
+    def agent_version(self, run: Run) -> str:
+        return f"{run.version.agent.slug} v{run.version.number}"
+
+    @admin.display(description="timeline")
+    def timeline_link(self, run: Run) -> str:
+        return format_html('<a href="{}">Open the timeline</a>', reverse("admin:runs_run_timeline", args=[run.pk]))
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        # Viewing is allowed; every field is read-only (the actions change state through runs.*).
+        return request.user.has_perm("runs.view_run")
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return [field.name for field in Run._meta.fields] + ["timeline_link"]
+
+    def get_urls(self):
+        return [path("<int:run_id>/timeline/", self.admin_site.admin_view(self.timeline_view),
+                     name="runs_run_timeline")] + super().get_urls()
+
+    def timeline_view(self, request: HttpRequest, run_id: int) -> TemplateResponse:
+        run = Run.objects.select_related("version__agent", "organization").get(pk=run_id)
+        context = {**self.admin_site.each_context(request), "run": run, "items": timeline_for(run),
+                   "opts": Run._meta, "title": f"Timeline of run {run.pk}"}
+        return TemplateResponse(request, "admin/runs/run/timeline.html", context)
+
+    @admin.action(description="Cancel the selected runs")
+    def cancel_runs(self, request: HttpRequest, queryset) -> None:
+        cancelled = 0
+        for run in queryset:
+            try:
+                cancellation.cancel_run(run, reason=f"cancelled in the Studio by {request.user}")
+                cancelled += 1
+            except cancellation.RunNotOpen as error:
+                self.message_user(request, str(error), messages.WARNING)
+        self.message_user(request, f"Cancelled {cancelled} run(s).", messages.SUCCESS)
+
+
+@admin.register(Episode)
+class EpisodeAdmin(ReadOnlyAdmin):
+    list_display = ["id", "run", "seq", "kind", "status", "due_at", "attempts"]
+    list_filter = ["status", "kind"]
+    search_fields = ["=run__id", "dedupe_key"]
+    list_select_related = ["run"]
+    raw_id_fields = ["run"]
+
+
+@admin.register(JournalEntry)
+class JournalEntryAdmin(ReadOnlyAdmin):
+    list_display = ["id", "run", "seq", "kind", "model_provider", "model_name", "tokens_in", "tokens_out", "at"]
+    list_filter = ["kind", "model_provider"]
+    search_fields = ["=run__id", "request_hash"]
+    list_select_related = ["run"]
+    raw_id_fields = ["run", "episode"]
+
+
+@admin.register(OutboxMessage)
+class OutboxMessageAdmin(ReadOnlyAdmin):
+    list_display = ["id", "run", "tool", "channel", "recipient", "status", "attempts", "created_at", "sent_at"]
+    list_filter = ["status", "channel", "tool"]
+    search_fields = ["=run__id", "recipient", "idem_key", "provider_message_id"]
+    list_select_related = ["run"]
+    raw_id_fields = ["run", "episode"]
+
+
+class AnswerForm(forms.Form):
+    answer = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}))
+
+
+@admin.register(Escalation)
+class EscalationAdmin(ReadOnlyAdmin):
+    """The escalation inbox: open questions first; answer or resolve from the change page."""
+
+    list_display = ["id", "organization", "kind", "status", "run", "short_prompt", "created_at"]
+    list_filter = ["status", "kind", "organization"]
+    search_fields = ["=id", "=run__id", "prompt"]
+    list_select_related = ["organization", "run"]
+    raw_id_fields = ["run", "episode", "outbox_message"]
+    ordering = ["status", "-created_at"]
+    change_form_template = "admin/runs/escalation/change_form.html"
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return request.user.has_perm("runs.change_escalation")
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        return [field.name for field in Escalation._meta.fields]
+
+    @admin.display(description="prompt")
+    def short_prompt(self, escalation: Escalation) -> str:
+        return escalation.prompt[:80]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        escalation = self.get_object(request, object_id)
+        form = AnswerForm(request.POST or None)
+        if escalation is not None and request.method == "POST":
+            response = self._settle(request, escalation, form)
+            if response is not None:
+                return response
+        extra_context = {**(extra_context or {}), "answer_form": form,
+                         "is_open": escalation is not None and escalation.status == EscalationStatus.OPEN,
+                         "is_uncertain_send": escalation is not None
+                         and escalation.kind == EscalationKind.UNCERTAIN_SEND}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def _settle(self, request: HttpRequest, escalation: Escalation, form: AnswerForm):
+        try:
+            if "_resolve" in request.POST:
+                escalations.resolve(escalation, outcome=request.POST["_resolve"], by_user=request.user, via="admin")
+            elif form.is_valid():
+                escalations.answer(escalation, answer=form.cleaned_data["answer"], by_user=request.user, via="admin")
+            else:
+                return None
+        except (escalations.EscalationClosed, ValueError) as error:
+            self.message_user(request, str(error), messages.ERROR)
+            return None
+        self.message_user(request, f"Escalation {escalation.pk} settled; the run resumes.", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:runs_escalation_changelist") + "?status__exact=open")

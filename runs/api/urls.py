@@ -1,0 +1,10 @@
+"""Routes of the runtime API, added to the site's `/api/v1/` router."""
+
+from rest_framework.routers import BaseRouter
+
+from runs.api import views
+
+
+def register(router: BaseRouter) -> None:
+    router.register("runs", views.RunViewSet, basename="run")
+    router.register("escalations", views.EscalationViewSet, basename="escalation")

@@ -1,0 +1,135 @@
+"""Questions for a human: open, answer, resolve (uncertain sends), cancel.
+
+Opening happens under the worker's lease fence (the caller passes the locked
+run). Answering comes from the admin or the API, outside any lease: the
+escalation row is locked, closed, and the answer enters the run as a
+`human_answer` episode through events.record_event, which wakes the run.
+"""
+
+from collections.abc import Sequence
+
+from django.db import transaction
+
+from agents.models import Organization
+from runs import clock, events
+from runs.models import (
+    Episode,
+    EpisodeKind,
+    Escalation,
+    EscalationKind,
+    EscalationStatus,
+    OutboxMessage,
+    Run,
+    RunStatus,
+)
+
+UNCERTAIN_OUTCOMES = ("sent", "not_sent")
+
+
+class EscalationClosed(Exception):
+    """The escalation was already answered, resolved or cancelled (the API answers 409)."""
+
+
+def open_escalation(
+    run: Run,
+    *,
+    kind: str,
+    prompt: str,
+    options: Sequence[str] = (),
+    context: dict | None = None,
+    episode: Episode | None = None,
+    outbox_message: OutboxMessage | None = None,
+) -> Escalation:
+    """Open an escalation and put the run to wait for a human. `run` is the row locked by the caller's fence."""
+    escalation = Escalation.objects.create(
+        organization_id=run.organization_id, run=run, kind=kind, prompt=prompt, options=list(options),
+        context=context or {}, episode=episode, outbox_message=outbox_message,
+    )
+    if run.status != RunStatus.WAITING_HUMAN:
+        run.wait_for_human()
+    run.wake_when = f"human:{escalation.pk}"
+    run.save(update_fields=["status", "wake_when", "updated_at"])
+    return escalation
+
+
+def open_unmatched(
+    organization: Organization, *, inbound_message_id: int, prompt: str, context: dict | None = None
+) -> Escalation:
+    """Triage for an inbound message no run claimed: it is kept, never dropped."""
+    return Escalation.objects.create(
+        organization=organization, kind=EscalationKind.UNMATCHED_INBOUND, prompt=prompt,
+        inbound_message_id=inbound_message_id, context=context or {},
+    )
+
+
+def answer(escalation: Escalation, *, answer: str, by_user=None, via: str) -> Episode | None:
+    """Record a human's answer; the run wakes with a `human_answer` episode. Raises EscalationClosed if not open.
+
+    Returns the episode, or None when the escalation has no run or the run has
+    ended (the answer is still recorded).
+    """
+    if escalation.kind == EscalationKind.UNCERTAIN_SEND:
+        raise ValueError("an uncertain send is settled with resolve(outcome='sent'|'not_sent'), not answer()")
+    with transaction.atomic():
+        locked = _close(escalation, status=EscalationStatus.ANSWERED, answer=answer, by_user=by_user, via=via)
+        return _wake_run(locked, payload={"answer": answer})
+
+
+def resolve(escalation: Escalation, *, outcome: str, by_user=None, via: str) -> Episode | None:
+    """Settle an uncertain send: `sent` adopts it, `not_sent` makes the outbox row pending again.
+
+    The run wakes with a `human_answer` episode carrying the outcome, so the
+    next episode can send what was not sent. Raises EscalationClosed if not open.
+    """
+    if outcome not in UNCERTAIN_OUTCOMES:
+        raise ValueError(f"outcome must be one of {UNCERTAIN_OUTCOMES}, not {outcome!r}")
+    with transaction.atomic():
+        locked = _close(escalation, status=EscalationStatus.RESOLVED, answer=outcome, by_user=by_user, via=via)
+        if locked.outbox_message_id is not None:
+            _settle_send(locked.outbox_message_id, sent=outcome == "sent")
+        return _wake_run(locked, payload={"outcome": outcome, "outbox_message_id": locked.outbox_message_id})
+
+
+def cancel(escalation: Escalation, *, by_user=None, via: str) -> Episode | None:
+    """Withdraw the question; the run wakes (with `cancelled: true`) so the follow-up policy picks up again."""
+    with transaction.atomic():
+        locked = _close(escalation, status=EscalationStatus.CANCELLED, answer="", by_user=by_user, via=via)
+        return _wake_run(locked, payload={"cancelled": True})
+
+
+def _close(escalation: Escalation, *, status: str, answer: str, by_user, via: str) -> Escalation:
+    # Lock order run → escalation, as everywhere else (a worker's fence, cancelling a run): no deadlock.
+    if escalation.run_id is not None:
+        Run.objects.select_for_update(no_key=True).filter(pk=escalation.run_id).first()
+    locked = Escalation.objects.select_for_update(no_key=True, of=("self",)).select_related("run").get(pk=escalation.pk)
+    if locked.status != EscalationStatus.OPEN:
+        raise EscalationClosed(f"escalation {locked.pk} is already {locked.status}")
+    locked.status = status
+    locked.answer = answer
+    locked.answered_by = by_user
+    locked.answered_via = via
+    locked.answered_at = clock.now(locked.run)
+    locked.save(update_fields=["status", "answer", "answered_by", "answered_via", "answered_at"])
+    return locked
+
+
+def _settle_send(message_id: int, *, sent: bool) -> None:
+    message = OutboxMessage.objects.select_for_update(no_key=True).get(pk=message_id)
+    if sent:
+        message.mark_sent()
+    else:
+        message.mark_not_sent()
+    message.save(update_fields=["status"])
+
+
+def _wake_run(escalation: Escalation, *, payload: dict) -> Episode | None:
+    if escalation.run is None:
+        return None
+    payload = {"escalation_id": escalation.pk, "kind": escalation.kind, "prompt": escalation.prompt, **payload}
+    try:
+        return events.record_event(
+            escalation.run, kind=EpisodeKind.HUMAN_ANSWER, payload=payload, dedupe_key=f"human:{escalation.pk}"
+        )
+    except events.RunEnded:
+        # The answer is kept on the escalation; an ended run has nothing left to do with it.
+        return None

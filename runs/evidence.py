@@ -1,0 +1,172 @@
+"""`done_when` checks: a task is done only when its check passes on evidence the runtime holds.
+
+Evidence is what arrived from outside, never what the model wrote: inbound
+messages and call reports (episode payloads) and humans' answers to
+escalations. `check` is pure; `gather` reads the evidence a run has recorded.
+
+The evidence mapping `check` takes:
+
+    {"messages": [{"source": "episode:12", "kind": "reply" | "call", "text": "...",
+                   "attachments": [{"filename", "content_type", "size", "sha256"}],
+                   "fields": {"name": "value"}, "from": "..."}],
+     "human": [{"source": "escalation:3", "question": "...", "answer": "yes", "task_key": "..."}]}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from runs.models import Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus
+
+# Answers a human gives to confirm; anything else (including silence) does not.
+AFFIRMATIVE = re.compile(r"(?i)^\s*(yes|y|yeah|yep|confirm(ed)?|done|true|approved?|correct|it was (sent|received))\b")
+
+
+@dataclass(frozen=True)
+class EvidenceResult:
+    """`passed` with `matched` (what satisfied the check) and `source` (where it came from), or why not."""
+
+    passed: bool
+    reason: str
+    matched: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+
+def check(done_when: dict, *, evidence: dict, task_key: str = "") -> EvidenceResult:
+    kind = done_when.get("type")
+    checker = _CHECKS.get(kind)
+    if checker is None:
+        return EvidenceResult(False, f"unknown done_when type {kind!r}")
+    return checker(done_when, evidence, task_key)
+
+
+def _attachment_received(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
+    types = done_when.get("content_types") or []
+    pattern = done_when.get("filename_pattern")
+    seen = 0
+    for message in _messages(evidence, "reply"):
+        for attachment in message.get("attachments") or []:
+            seen += 1
+            if _content_type_ok(attachment.get("content_type", ""), types) and _filename_ok(
+                attachment.get("filename", ""), pattern
+            ):
+                matched = {key: attachment.get(key) for key in ("filename", "content_type", "size", "sha256")}
+                return EvidenceResult(True, "attachment received", matched, message.get("source", ""))
+    if not seen:
+        return EvidenceResult(False, "no attachment has been received; a message saying it was sent is not evidence")
+    wanted = ", ".join(types) or "any type"
+    return EvidenceResult(False, f"no received attachment matches ({wanted}, filename {pattern or 'any'})")
+
+
+def _reply_matches(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
+    pattern = re.compile(done_when["pattern"])
+    for message in _messages(evidence, "reply"):
+        found = pattern.search(message.get("text") or "")
+        if found:
+            return EvidenceResult(True, "reply matches", {"text": found.group(0)}, message.get("source", ""))
+    return EvidenceResult(False, "no received reply matches the expected pattern")
+
+
+def _field_extracted(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
+    name = done_when["field"]
+    kind = {"reply": "reply", "call": "call"}.get(done_when.get("from", "reply"))
+    pattern = re.compile(done_when["pattern"]) if done_when.get("pattern") else None
+    for message in _messages(evidence, kind):
+        value = _extract(message, name, pattern)
+        if value:
+            return EvidenceResult(True, f"{name} extracted", {"field": name, "value": value}, message.get("source", ""))
+    return EvidenceResult(False, f"no received {'message' if kind is None else kind} states a valid {name}")
+
+
+def _human_confirmation(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
+    question = (done_when.get("question") or "").strip().casefold()
+    for answer in evidence.get("human") or []:
+        about_task = (task_key and answer.get("task_key") == task_key) or (
+            question and (answer.get("question") or "").strip().casefold() == question
+        )
+        if about_task and AFFIRMATIVE.match(answer.get("answer") or ""):
+            return EvidenceResult(True, "a human confirmed", {"answer": answer.get("answer")}, answer.get("source", ""))
+    return EvidenceResult(False, "no human has confirmed this task yet")
+
+
+_CHECKS = {
+    "attachment_received": _attachment_received,
+    "reply_matches": _reply_matches,
+    "field_extracted": _field_extracted,
+    "human_confirmation": _human_confirmation,
+}
+
+
+def _messages(evidence: dict, kind: str | None) -> list[dict]:
+    return [m for m in evidence.get("messages") or [] if kind is None or m.get("kind") == kind]
+
+
+def _content_type_ok(content_type: str, allowed: list[str]) -> bool:
+    # Parameters (";charset=...") and case do not change what the file is.
+    base = content_type.split(";")[0].strip().lower()
+    return not allowed or any(base == a or (a.endswith("/*") and base.startswith(a[:-1])) for a in allowed)
+
+
+def _filename_ok(filename: str, pattern: str | None) -> bool:
+    return pattern is None or re.search(pattern, filename) is not None
+
+
+def _extract(message: dict, name: str, pattern: re.Pattern | None) -> str:
+    """The field's value from structured fields or the text; '' when absent or invalid."""
+    value = str((message.get("fields") or {}).get(name) or "")
+    # What a text extractor read from attachments counts as part of the message.
+    extracted = [a.get("text") or "" for a in message.get("attachments") or []]
+    text = "\n".join([message.get("text") or "", *extracted])
+    if value:
+        return value if pattern is None or pattern.search(value) else ""
+    if pattern is not None:
+        found = pattern.search(text)
+        if found is None:
+            return ""
+        return ((found.group(1) if found.groups() else None) or found.group(0)).strip()
+    labelled = re.search(rf"(?im)^\s*{re.escape(name).replace('_', '[ _]')}\s*[:=]\s*(\S.*)$", text)
+    return labelled.group(1).strip() if labelled else ""
+
+
+# Reading what a run holds ---------------------------------------------------------------------------------------
+
+_MESSAGE_KINDS = {EpisodeKind.INBOUND: "reply", EpisodeKind.CALL_REPORT: "call"}
+
+
+def gather(run_id: int, *, current: Episode | None = None) -> dict:
+    """The run's evidence: inbound/call episodes already processed (or being processed) and human answers."""
+    episodes = Episode.objects.filter(run_id=run_id, kind__in=list(_MESSAGE_KINDS)).filter(
+        status__in=[EpisodeStatus.DONE, EpisodeStatus.RUNNING]
+    )
+    messages = [_message(e) for e in episodes.order_by("seq")]
+    if current is not None and current.kind in _MESSAGE_KINDS and all(
+        m["source"] != f"episode:{current.pk}" for m in messages
+    ):
+        messages.append(_message(current))
+    answers = Escalation.objects.filter(
+        run_id=run_id, status__in=[EscalationStatus.ANSWERED, EscalationStatus.RESOLVED]
+    ).exclude(answer="")
+    human = [
+        {
+            "source": f"escalation:{e.pk}",
+            "question": e.prompt,
+            "answer": e.answer,
+            "task_key": (e.context or {}).get("task_key", ""),
+        }
+        for e in answers.order_by("pk")
+    ]
+    return {"messages": messages, "human": human}
+
+
+def _message(episode: Episode) -> dict:
+    payload = episode.payload or {}
+    return {
+        "source": f"episode:{episode.pk}",
+        "kind": _MESSAGE_KINDS[episode.kind],
+        "text": payload.get("text") or payload.get("transcript") or "",
+        "attachments": payload.get("attachments") or [],
+        "fields": payload.get("fields") or {},
+        "from": payload.get("from", ""),
+    }

@@ -1,0 +1,153 @@
+"""The model layer's vocabulary: a chat request, a model's reply, the one error type, the provider protocol.
+
+Requests and replies use the OpenAI Chat Completions shapes (messages, function
+tools, tool calls) because every provider Lucia speaks to is OpenAI-compatible
+or, like the scripted model, imitates it. Replies are plain data so the journal
+can store them and a re-executed episode can rebuild them without the provider.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Protocol
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value (sorted keys, no spaces), so equal requests hash equally."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def function_tools(plan_tools: list[dict]) -> list[dict]:
+    """OpenAI function tools from the plan's tools ([{name, description, parameters}])."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool["name"],
+                "description": tool.get("description", ""),
+                "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in plan_tools
+    ]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One call to a model.
+
+    `metadata` carries the structured facts of the episode for the scripted
+    model (see runs/llm/scripted.py for its keys). It is part of the request
+    hash but is never sent to a remote provider: a real model reads the same
+    facts from the context message in `messages`.
+    """
+
+    model: str
+    messages: list[dict]
+    tools: list[dict] = field(default_factory=list)
+    temperature: float = 0.2
+    metadata: dict = field(default_factory=dict)
+
+    def request_hash(self) -> str:
+        """sha256 of the canonical request: the journal's replay key (with the episode and occurrence)."""
+        body = {
+            "model": self.model,
+            "messages": self.messages,
+            "tools": self.tools,
+            "temperature": self.temperature,
+            "metadata": self.metadata,
+        }
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+    def tool_names(self) -> list[str]:
+        return [tool.get("function", {}).get("name", "") for tool in self.tools]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """What a model answered. `raw` is JSON-serialisable provider detail (usage, notes), never secrets."""
+
+    content: str | None
+    tool_calls: list[ToolCall]
+    finish_reason: str
+    tokens_in: int
+    tokens_out: int
+    cost: Decimal
+    model_name: str
+    provider: str
+    raw: dict = field(default_factory=dict)
+    # True when rebuilt from the journal: nothing was paid for this reply.
+    replayed: bool = False
+
+    def assistant_message(self) -> dict:
+        """The reply as an assistant message, for the next request's `messages`."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": canonical_json(call.arguments)},
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+    def as_data(self) -> dict:
+        """The journal's copy of the reply (tokens, cost and labels live in the entry's own columns)."""
+        return {
+            "content": self.content,
+            "tool_calls": [dataclasses.asdict(call) for call in self.tool_calls],
+            "finish_reason": self.finish_reason,
+            "raw": self.raw,
+        }
+
+    @classmethod
+    def from_data(
+        cls, data: dict, *, tokens_in: int, tokens_out: int, cost: Decimal, model_name: str, provider: str,
+        replayed: bool = False,
+    ) -> ModelReply:
+        return cls(
+            content=data.get("content"),
+            tool_calls=[ToolCall(**call) for call in data.get("tool_calls", [])],
+            finish_reason=data.get("finish_reason", ""),
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost=Decimal(cost),
+            model_name=model_name,
+            provider=provider,
+            raw=data.get("raw", {}),
+            replayed=replayed,
+        )
+
+
+class ModelError(Exception):
+    """A model call that produced no usable reply.
+
+    `retryable`: a later attempt may succeed (timeouts, 429, 5xx, malformed
+    output); otherwise (bad credentials, a request the provider rejects) retrying
+    only repeats the failure. `retry_after` is the provider's hint in seconds.
+    """
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ModelProvider(Protocol):
+    name: str
+
+    def complete(self, request: ChatRequest) -> ModelReply: ...

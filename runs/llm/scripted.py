@@ -1,0 +1,196 @@
+"""The scripted model: deterministic, offline, free, and labelled as such (provider "scripted", "scripted-v1").
+
+It decides only from the request: `metadata` (structured facts the loop
+builds) and `messages` (the tool calls it already made in this episode and
+their results, appended by the loop). No hidden state, no randomness: the same
+request always gets the same reply. It answers one tool call per complete();
+when its plan for the episode is done, it answers with content and no tool call.
+
+The metadata it reads (all keys optional unless marked):
+
+    now               ISO datetime, the run's clock for the episode (dates in "out until the 14th")
+    event (required)  {kind: start|followup|inbound|human_answer|call_report|event,
+                       channel, text, subject, attachments: [{filename, content_type}],
+                       step: ladder step of a start/followup (0 = first message; null = an answer
+                             deadline with nothing to send),
+                       final: true on the last ladder step,
+                       task_key: the task a follow-up chases / a human answer is about,
+                       contact_role: who an inbound came from,
+                       ref: the evidence id of the event (e.g. "episode:7"), cited by mark_task_done,
+                       fields: {name: value} structured fields of a call report}
+    tasks             [{key, title, status: open|done|cancelled, required, contact_role, done_when}]
+    contacts          [{role, name, email, phone, slack_user, timezone, channels: [channel, ...]}]
+    capabilities      [channel, ...]
+    tools             [tool name, ...]   (default: the request's function tools)
+    followup_channel  the channel the follow-up policy chose for outreach (default "email")
+    scripted          the plan's model.scripted hints ({messages, tasks, intents})
+    agent, org, run   {name}, {name}, {goal}; inputs: {key: value}   (template placeholders)
+    human_answers     [str, ...] answers humans recorded for this run, oldest first
+
+The tool calls it makes, with the argument names of the plan's tool schemas
+(agents/config/tool_schemas.py):
+
+    send_email        {to_role, subject, body}
+    send_sms          {to_role, body}
+    send_slack        {to_role, text}
+    place_call        {to_role, brief}
+    mark_task_done    {task_key, evidence_ref}   (event.ref, else the attachments' names; the runtime checks
+                                                  done_when on the evidence, not this claim)
+    ask_human         {question, options}
+    schedule_followup {in_s, reason} or {at: ISO datetime, 09:00 in the contact's zone, reason}
+
+A tool result the loop appends (role "tool", content JSON) counts as a failure
+when it has `ok: false`, an `error`, or a `status` in FAILED_STATUSES; after a
+failed send the model stops and leaves the next move to the runtime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from runs.llm import scripted_rules
+from runs.llm.base import ChatRequest, ModelReply, ToolCall
+from runs.llm.scripted_rules import SEND_TOOLS
+
+MODEL_NAME = "scripted-v1"
+PROVIDER = "scripted"
+FAILED_STATUSES = {"blocked", "rejected", "failed", "error", "refused", "denied"}
+
+
+@dataclass(frozen=True)
+class Done:
+    """A tool call made earlier in this episode, with what the runtime answered."""
+
+    name: str
+    arguments: dict
+    result: object
+    ok: bool
+
+
+class ScriptedProvider:
+    name = PROVIDER
+
+    def complete(self, request: ChatRequest) -> ModelReply:
+        facts = Facts(request)
+        history = _history(request.messages)
+        rule, actions = scripted_rules.plan(facts, history)
+        step = len(history)
+        failed = next((done for done in history if not done.ok and done.name in SEND_TOOLS.values()), None)
+        raw = {"scripted": {"rule": rule, "step": step, "planned": [action.tool for action in actions]}}
+        if failed is None and step < len(actions):
+            action = actions[step]
+            call_id = "call_" + hashlib.sha256(f"{request.request_hash()}:{step}".encode()).hexdigest()[:16]
+            return _reply(None, [ToolCall(id=call_id, name=action.tool, arguments=action.arguments)],
+                          finish_reason="tool_calls", raw=raw)
+        summary = f"{failed.name} failed; stopping for the runtime to decide" if failed else _summary(rule, history)
+        return _reply(f"[scripted:{rule}] {summary}", [], finish_reason="stop", raw=raw)
+
+
+class Facts:
+    """Typed reads over the request's metadata, tolerant of missing keys."""
+
+    def __init__(self, request: ChatRequest) -> None:
+        meta = request.metadata or {}
+        self.meta = meta
+        self.event: dict = meta.get("event") or {}
+        self.kind: str = self.event.get("kind") or ""
+        self.text: str = self.event.get("text") or ""
+        self.attachments: list[dict] = self.event.get("attachments") or []
+        self.tasks: list[dict] = meta.get("tasks") or []
+        self.contacts: list[dict] = meta.get("contacts") or []
+        self.hints: dict = meta.get("scripted") or {}
+        self.tools: set[str] = set(meta.get("tools") or request.tool_names())
+        self.followup_channel: str = meta.get("followup_channel") or "email"
+        self.capabilities: list[str] = meta.get("capabilities") or []
+        self.human_answers: list = meta.get("human_answers") or []
+        self.now = _parse_datetime(meta.get("now"))
+
+    def open_tasks(self, *, role: str | None = None) -> list[dict]:
+        """Open tasks, required ones first, optionally only those of one contact role."""
+        found = [task for task in self.tasks if task.get("status", "open") == "open"
+                 and (role is None or task.get("contact_role") in (None, role))]
+        return sorted(found, key=lambda task: not task.get("required", True))
+
+    def task(self, key: str | None) -> dict | None:
+        return next((task for task in self.tasks if task.get("key") == key), None)
+
+    def contact(self, role: str | None) -> dict:
+        found = next((contact for contact in self.contacts if contact.get("role") == role), None)
+        return found or (self.contacts[0] if self.contacts else {"role": role or ""})
+
+    def known_addresses(self) -> set[str]:
+        known = set()
+        for contact in self.contacts:
+            known.add((contact.get("email") or "").lower())
+            known.add("".join(ch for ch in contact.get("phone") or "" if ch.isdigit()))
+        return known - {""}
+
+    def channel_for(self, contact: dict, *, preferred: str | None) -> str | None:
+        """The first usable channel: preferred, the policy's, the contact's, the agent's; None when none has a tool."""
+        reachable = contact.get("channels") or []
+        for channel in (preferred, self.followup_channel, *reachable, *self.capabilities, "email"):
+            if channel and SEND_TOOLS.get(channel) in self.tools and (not reachable or channel in reachable):
+                return channel
+        return None
+
+
+def _history(messages: list[dict]) -> list[Done]:
+    """The tool calls made since the last user message (this episode's turn), with their results."""
+    start = max((index for index, message in enumerate(messages) if message.get("role") == "user"), default=-1)
+    results = {message.get("tool_call_id"): message.get("content")
+               for message in messages[start + 1:] if message.get("role") == "tool"}
+    history = []
+    for message in messages[start + 1:]:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        for call in calls or []:
+            function = call.get("function", {})
+            arguments = function.get("arguments") or "{}"
+            result = _parse_json(results.get(call.get("id")))
+            history.append(Done(
+                name=function.get("name", ""),
+                arguments=_parse_json(arguments) if isinstance(arguments, str) else arguments,
+                result=result,
+                ok=_succeeded(result),
+            ))
+    return history
+
+
+def _succeeded(result: object) -> bool:
+    if not isinstance(result, dict):
+        return True  # a plain-text result carries no failure signal
+    if result.get("ok") is False or result.get("error"):
+        return False
+    return str(result.get("status", "")).lower() not in FAILED_STATUSES
+
+
+def _parse_json(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def _parse_datetime(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _summary(rule: str, history: list[Done]) -> str:
+    if not history:
+        return "nothing to do for this event"
+    return "done: " + ", ".join(done.name for done in history)
+
+
+def _reply(content: str | None, tool_calls: list[ToolCall], *, finish_reason: str, raw: dict) -> ModelReply:
+    return ModelReply(
+        content=content, tool_calls=tool_calls, finish_reason=finish_reason, tokens_in=0, tokens_out=0,
+        cost=Decimal(0), model_name=MODEL_NAME, provider=PROVIDER, raw=raw,
+    )

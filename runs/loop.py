@@ -1,0 +1,104 @@
+"""The agent loop: model ↔ tools for one episode, journaled, budgeted, bounded.
+
+Each turn checks the lease and the budget, asks the model (replayed from the
+journal when this episode already asked the same thing), and runs its tool
+calls. It stops when the model calls no tool, calls `finish` or `ask_human`,
+a guardrail blocks, or `model.max_steps_per_episode` is reached. No row lock
+is held across a model call: every write is its own short fenced transaction.
+
+Spent budgets and model failures past the retry bound open one `stuck`
+escalation and end the episode with nothing sent. LeaseLost propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from runs import prompts, tools
+from runs.context import EpisodeContext, EpisodeOutcome
+from runs.llm import journaled, providers
+from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, function_tools
+from runs.models import EscalationKind, JournalKind, Run
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_STEPS = 6
+
+
+def run_episode(ctx: EpisodeContext) -> EpisodeOutcome:
+    session = tools.ToolSession()
+    model = ctx.plan.get("model") or {}
+    now = prompts.episode_now(ctx)
+    facts = prompts.metadata(ctx, now=now)
+    messages = prompts.messages(ctx, facts)
+    provider = providers.provider_for(ctx.plan)
+    occurrences: Counter[str] = Counter()
+    for _ in range(int(model.get("max_steps_per_episode") or DEFAULT_MAX_STEPS)):
+        _check_lease(ctx)
+        spent = journaled.check_budget(Run.objects.get(pk=ctx.run_id))
+        if spent:
+            _stuck(ctx, session, f"The run's budget is spent: {spent}.", reason="budget")
+            break
+        request = ChatRequest(
+            model=providers.model_name(ctx.plan), messages=list(messages),
+            tools=function_tools(ctx.plan.get("tools") or []), temperature=float(model.get("temperature", 0.2)),
+            metadata=facts,
+        )
+        reply = _ask(ctx, session, provider, request, occurrences)
+        if reply is None:
+            break
+        messages.append(reply.assistant_message())
+        if not reply.tool_calls or _run_tools(ctx, session, reply, messages):
+            break
+    else:
+        tools.record(ctx, JournalKind.NOTE, {"text": "episode reached model.max_steps_per_episode", "runtime": True})
+    settle_tasks(ctx)
+    return session.outcome
+
+
+def _check_lease(ctx: EpisodeContext) -> None:
+    if ctx.heartbeat is not None:
+        ctx.heartbeat.check()
+
+
+def _ask(ctx: EpisodeContext, session: tools.ToolSession, provider, request: ChatRequest,
+         occurrences: Counter) -> ModelReply | None:
+    """The model's reply, or None after a failure past the retry bound (escalated: a model failure never sends)."""
+    request_hash = request.request_hash()
+    occurrences[request_hash] += 1
+    try:
+        return journaled.call_model(
+            run_id=ctx.run_id, epoch=ctx.epoch, episode_id=ctx.episode.pk, provider=provider, request=request,
+            at=ctx.now, occurrence=occurrences[request_hash], heartbeat=ctx.heartbeat,
+        )
+    except ModelError as failure:
+        logger.warning("run %s: model failed in episode #%s: %s", ctx.run_id, ctx.episode.seq, failure.message)
+        _stuck(ctx, session, f"The model failed: {failure.message}", reason="model_error")
+        return None
+
+
+def _run_tools(ctx: EpisodeContext, session: tools.ToolSession, reply: ModelReply, messages: list[dict]) -> bool:
+    """Run the reply's tool calls in order; True when the loop must stop."""
+    for call in reply.tool_calls:
+        result = tools.dispatch(ctx, call, session=session)
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": canonical_json(result)})
+        if session.stop:
+            return True
+    return False
+
+
+def _stuck(ctx: EpisodeContext, session: tools.ToolSession, prompt: str, *, reason: str) -> None:
+    tools.escalate(ctx, kind=EscalationKind.STUCK, prompt=prompt, options=["retry", "stop the run"],
+                   context={"reason": reason, "episode_seq": ctx.episode.seq})
+    session.outcome.escalated = True
+    session.stop = True
+
+
+def settle_tasks(ctx: EpisodeContext) -> None:
+    """Mark done every open task whose done_when passes on the evidence: the runtime decides, not the model."""
+    open_keys = tools.open_tasks(ctx)
+    for spec in ctx.plan.get("tasks") or []:
+        if spec["key"] in open_keys and (spec.get("done_when") or {}).get("type"):
+            tools.settle_task(ctx, spec, evidence_ref="runtime")
+

@@ -1,0 +1,152 @@
+"""When a contact may be reached: business days, business hours and quiet hours.
+
+All three are read in one time zone (`resolve_timezone`). A day's send window
+is its business hours minus its quiet hours; quiet hours may wrap midnight
+(20:00 → 08:00). Windows are turned into instants per local date, so a rule
+is never applied twice in the fall-back hour: once a window has opened it
+stays open until its end instant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from runs.policy.calendar import localize, require_aware
+
+WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+DEFAULT_BUSINESS_DAYS = (0, 1, 2, 3, 4)
+DEFAULT_HOURS = ("09:00", "17:00")
+MAX_DEFER = timedelta(days=60)
+# Spreads wakes moved to a window opening over five minutes: thousands of runs must not fire in one second.
+OFFSET_SPREAD_S = 300
+# Every weekday recurs within a week; day 0 may already be past its windows, hence eight.
+LOOKAHEAD_DAYS = 8
+
+
+@dataclass(frozen=True)
+class Hours:
+    """The plan's send rules in minutes after local midnight."""
+
+    weekdays: frozenset[int]
+    open: int
+    close: int
+    quiet: tuple[tuple[int, int], ...]
+
+
+def resolve_timezone(plan: dict, *, contact_tz: str, org_tz: str) -> ZoneInfo:
+    """The zone the plan's hours are read in; an empty or unknown name falls back to the next candidate, then UTC."""
+    followup = plan.get("followup") or {}
+    fixed = followup.get("timezone") or ""
+    source = followup.get("timezone_source") or "contact"
+    candidates = {
+        "contact": (contact_tz, org_tz, fixed),
+        "organization": (org_tz, fixed),
+        "fixed": (fixed, org_tz),
+    }.get(source, (contact_tz, org_tz, fixed))
+    for name in candidates:
+        if zone := _zone(name):
+            return zone
+    return ZoneInfo("UTC")
+
+
+def run_offset(run_id: int) -> timedelta:
+    """A fixed 0–299 s offset per run, stable across processes (unlike hash())."""
+    digest = hashlib.sha256(f"lucia.policy.offset:{run_id}".encode()).digest()
+    return timedelta(seconds=int.from_bytes(digest[:8], "big") % OFFSET_SPREAD_S)
+
+
+def next_allowed_instant(plan: dict, *, at: datetime, tz: ZoneInfo, run_id: int) -> datetime:
+    """`at` (in UTC) when sending is allowed then; else the next window's opening plus the run's offset."""
+    at = require_aware(at, name="at")
+    hours = read_hours(plan)
+    first_day = at.astimezone(tz).date()
+    for days in range(LOOKAHEAD_DAYS):
+        day = first_day + timedelta(days=days)
+        for start, end in _windows(hours, day, tz=tz):
+            if at < start:
+                return start + min(run_offset(run_id), (end - start) / 2)
+            if at < end:
+                return at
+    raise ValueError("the plan leaves no time to send: business hours lie entirely inside quiet hours")
+
+
+def check_send_window(plan: dict, *, contact_tz: str, org_tz: str, now: datetime, run_id: int) -> datetime | None:
+    """None when a send may go out now; otherwise the instant it is deferred to (never dropped)."""
+    tz = resolve_timezone(plan, contact_tz=contact_tz, org_tz=org_tz)
+    now = require_aware(now, name="now")
+    allowed = next_allowed_instant(plan, at=now, tz=tz, run_id=run_id)
+    return None if allowed == now else allowed
+
+
+def clamp_defer(plan: dict, *, requested: datetime, now: datetime, tz: ZoneInfo, run_id: int) -> datetime:
+    """A requested contact time brought within [now, now + 60 days] and then into the send window."""
+    requested = require_aware(requested, name="requested")
+    now = require_aware(now, name="now")
+    bounded = min(max(requested, now), now + MAX_DEFER)
+    return next_allowed_instant(plan, at=bounded, tz=tz, run_id=run_id)
+
+
+def read_hours(plan: dict) -> Hours:
+    followup = plan.get("followup") or {}
+    hours = followup.get("business_hours") or {}
+    quiet = (plan.get("compliance") or {}).get("quiet_hours")
+    return Hours(
+        weekdays=frozenset(_weekday(day) for day in followup.get("business_days") or DEFAULT_BUSINESS_DAYS),
+        open=_minutes(hours.get("start") or DEFAULT_HOURS[0]),
+        close=_minutes(hours.get("end") or DEFAULT_HOURS[1]),
+        quiet=_quiet_spans(quiet),
+    )
+
+
+def _windows(hours: Hours, day: date, *, tz: ZoneInfo) -> list[tuple[datetime, datetime]]:
+    if day.weekday() not in hours.weekdays:
+        return []
+    spans = [(hours.open, hours.close)]
+    for quiet in hours.quiet:
+        spans = [piece for span in spans for piece in _subtract(span, quiet)]
+    instants = [(_instant(day, start, tz=tz), _instant(day, end, tz=tz)) for start, end in spans]
+    # A window lying wholly inside a DST gap has no instants.
+    return [(start, end) for start, end in instants if start < end]
+
+
+def _subtract(span: tuple[int, int], cut: tuple[int, int]) -> list[tuple[int, int]]:
+    (start, end), (cut_start, cut_end) = span, cut
+    pieces = [(start, min(end, cut_start)), (max(start, cut_end), end)]
+    return [(a, b) for a, b in pieces if a < b]
+
+
+def _quiet_spans(quiet: dict | None) -> tuple[tuple[int, int], ...]:
+    if not quiet:
+        return ()
+    start, end = _minutes(quiet["start"]), _minutes(quiet["end"])
+    if start < end:
+        return ((start, end),)
+    return ((start, 24 * 60), (0, end))  # wraps midnight: the evening and the early morning of each day
+
+
+def _instant(day: date, minutes: int, *, tz: ZoneInfo) -> datetime:
+    if minutes >= 24 * 60:
+        return localize(day + timedelta(days=1), time(0, 0), tz=tz)
+    return localize(day, time(minutes // 60, minutes % 60), tz=tz)
+
+
+def _minutes(clock: str) -> int:
+    hour, minute = clock.split(":")
+    return int(hour) * 60 + int(minute)
+
+
+def _weekday(day: int | str) -> int:
+    # The compiler emits 0..6; the source names are accepted too so a raw config cannot be misread.
+    return WEEKDAY_NAMES.index(day) if isinstance(day, str) else int(day)
+
+
+def _zone(name: str | None) -> ZoneInfo | None:
+    if not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None

@@ -1,0 +1,154 @@
+"""Start a run: pin a version, copy its plan, create contacts, tasks and the `start` episode, enqueue.
+
+Everything happens in one transaction; the queue row is part of it (ORM broker).
+"""
+
+import re
+import zoneinfo
+from decimal import Decimal
+from functools import cache
+
+from django.db import transaction
+
+from agents.models import AgentVersion, Deployment, Organization, VersionStatus
+from runs import clock, events, queue
+from runs.models import Contact, EpisodeKind, Run, Task
+
+CONTACT_FIELDS = ("role", "name", "email", "phone", "slack_user", "timezone")
+# The contact field a channel needs to reach someone (mirrors agents.config.schema_base.CHANNEL_CONTACT_FIELD).
+CHANNEL_FIELD = {"email": "email", "sms": "phone", "voice": "phone", "slack": "slack_user"}
+E164 = re.compile(r"\+[1-9]\d{6,14}")
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}")
+
+
+class StartError(Exception):
+    """Bad input for a new run; `field` names the offending input (e.g. `contacts[0].timezone`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def start_run(
+    organization: Organization,
+    *,
+    version: AgentVersion | None = None,
+    deployment: Deployment | None = None,
+    goal: str,
+    contacts: list[dict],
+    inputs: dict | None = None,
+    sim: bool = False,
+    external_ref: str = "",
+    virtual_now=None,
+) -> Run:
+    """Create and enqueue a run. Raises StartError for bad input; nothing is stored then.
+
+    The version comes from the organization's active `deployment`, or is given
+    explicitly; a real run needs a published version, a simulated run may use
+    any valid version (drafts are simulated before they are published).
+    `virtual_now` sets a simulated run's clock.
+    """
+    version = _pick_version(organization, version=version, deployment=deployment, sim=sim)
+    plan = version.compiled
+    inputs = {} if inputs is None else inputs
+    if not goal or not goal.strip():
+        raise StartError("goal", "must not be empty")
+    _check_inputs(plan, inputs)
+    rows = [_check_contact(plan, index, entry, organization) for index, entry in enumerate(contacts)]
+    _check_roles(plan, rows)
+    with transaction.atomic():
+        run = _create_run(organization, version=version, deployment=deployment, goal=goal, inputs=inputs,
+                          sim=sim, external_ref=external_ref, virtual_now=virtual_now if sim else None)
+        Contact.objects.bulk_create([Contact(run=run, **row) for row in rows])
+        Task.objects.bulk_create([
+            Task(run=run, key=task["key"], title=task.get("title", ""), required=task.get("required", True))
+            for task in plan.get("tasks", [])
+        ])
+        events.schedule_episode(run, kind=EpisodeKind.START, due_at=run.next_wake_at, dedupe_key="start", payload={})
+        queue.enqueue_advance(run)
+    return run
+
+
+def _pick_version(
+    organization: Organization, *, version: AgentVersion | None, deployment: Deployment | None, sim: bool
+) -> AgentVersion:
+    if deployment is not None:
+        if deployment.organization_id != organization.pk or not deployment.active:
+            raise StartError("deployment", "no active deployment with this id in your organization")
+        if version is not None and version.pk != deployment.version_id:
+            raise StartError("version", "differs from the deployment's version; give one or the other")
+        version = deployment.version
+    if version is None:
+        raise StartError("deployment", "give a deployment or a published version")
+    if not sim and version.status != VersionStatus.PUBLISHED:
+        raise StartError("version", f"version {version.number} is {version.status}; real runs need a published one")
+    if not version.is_valid:
+        raise StartError("version", f"version {version.number} has no valid compiled plan")
+    return version
+
+
+def _check_inputs(plan: dict, inputs: dict) -> None:
+    if not isinstance(inputs, dict):
+        raise StartError("inputs", "must be an object")
+    for spec in plan.get("inputs", []):
+        if spec.get("required", True) and inputs.get(spec["key"]) in (None, ""):
+            raise StartError(f"inputs.{spec['key']}", "is required by this agent")
+
+
+def _check_contact(plan: dict, index: int, entry: dict, organization: Organization) -> dict:
+    where = f"contacts[{index}]"
+    if not isinstance(entry, dict):
+        raise StartError(where, "must be an object")
+    unknown = sorted(set(entry) - set(CONTACT_FIELDS))
+    if unknown:
+        raise StartError(f"{where}.{unknown[0]}", f"unknown field; use {', '.join(CONTACT_FIELDS)}")
+    row = {name: str(entry.get(name) or "").strip() for name in CONTACT_FIELDS}
+    spec = _role_spec(plan, row["role"])
+    if spec is None:
+        roles = ", ".join(c["role"] for c in plan.get("contacts", []))
+        raise StartError(f"{where}.role", f"{row['role']!r} is not a contact role of this agent ({roles})")
+    row["timezone"] = row["timezone"] or organization.default_timezone
+    if row["timezone"] not in _zones():
+        raise StartError(f"{where}.timezone", f"unknown timezone {row['timezone']!r}; use an IANA name")
+    if row["email"] and not EMAIL.fullmatch(row["email"]):
+        raise StartError(f"{where}.email", f"{row['email']!r} is not an email address")
+    if row["phone"] and not E164.fullmatch(row["phone"]):
+        raise StartError(f"{where}.phone", f"{row['phone']!r} is not an E.164 number like +14155550123")
+    channels = spec.get("channels") or plan.get("capabilities", [])
+    if not any(row[CHANNEL_FIELD[channel]] for channel in channels if channel in CHANNEL_FIELD):
+        needed = sorted({CHANNEL_FIELD[c] for c in channels if c in CHANNEL_FIELD})
+        raise StartError(where, f"role {row['role']!r} is reached by {', '.join(channels)}: give {' or '.join(needed)}")
+    return row
+
+
+def _check_roles(plan: dict, rows: list[dict]) -> None:
+    seen: set[str] = set()
+    for index, row in enumerate(rows):
+        if row["role"] in seen:
+            raise StartError(f"contacts[{index}].role", f"role {row['role']!r} is given twice")
+        seen.add(row["role"])
+    for spec in plan.get("contacts", []):
+        if spec.get("required", True) and spec["role"] not in seen:
+            raise StartError("contacts", f"role {spec['role']!r} is required by this agent")
+
+
+def _create_run(organization: Organization, *, version: AgentVersion, **fields) -> Run:
+    budgets = version.compiled.get("model", {}).get("budgets", {})
+    run = Run(organization=organization, version=version, plan=version.compiled, state={"v": 1}, **fields)
+    for name, key, cast in (("step_budget", "steps", int), ("token_budget", "tokens", int),
+                            ("cost_budget", "cost_usd", lambda v: Decimal(str(v)))):
+        if key in budgets:
+            setattr(run, name, cast(budgets[key]))
+    run.next_wake_at = clock.now(run)
+    run.save()
+    return run
+
+
+def _role_spec(plan: dict, role: str) -> dict | None:
+    return next((c for c in plan.get("contacts", []) if c["role"] == role), None)
+
+
+@cache
+def _zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())

@@ -1,0 +1,203 @@
+"""The agent's tools: validate a model's tool call, run it, journal it, and say what happened.
+
+The model proposes; the runtime decides. Arguments are checked against the
+tool's JSON schema in the plan; an unknown or unlisted tool is an error
+result, never a crash. A task is marked done only when its `done_when` check
+passes on evidence (runs.evidence). Outbound tools are in runs.outbound.
+
+Tool results go back to the model and into the next request, whose hash is
+the journal's replay key: a result must read the same when the episode is
+re-executed (a send adopted from an earlier attempt reads "sent").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+
+import jsonschema
+
+from runs import escalations, evidence, journal, policy
+from runs.context import EpisodeContext, EpisodeOutcome
+from runs.llm.base import ToolCall
+from runs.models import Escalation, EscalationKind, JournalKind, Task, TaskStatus
+
+
+@dataclass
+class ToolSession:
+    """What one execution of an episode accumulates across tool calls."""
+
+    outcome: EpisodeOutcome = field(default_factory=EpisodeOutcome)
+    # Calls per (tool, recipient) in this episode: the ordinal of the next send's idempotency key.
+    sends: Counter = field(default_factory=Counter)
+    # Set when the loop must not ask the model again (finish, a question for a human, a guardrail block).
+    stop: bool = False
+
+
+def dispatch(ctx: EpisodeContext, call: ToolCall, *, session: ToolSession) -> dict:
+    """Run one tool call; returns the JSON result for the model. Journals the call and the result."""
+    record(ctx, JournalKind.TOOL_CALL, {"call_id": call.id, "name": call.name, "arguments": call.arguments})
+    result = _run(ctx, call, session)
+    record(ctx, JournalKind.TOOL_RESULT, {"call_id": call.id, "name": call.name, "result": result})
+    return result
+
+
+def _run(ctx: EpisodeContext, call: ToolCall, session: ToolSession) -> dict:
+    spec = next((tool for tool in ctx.plan.get("tools") or [] if tool.get("name") == call.name), None)
+    handler = HANDLERS.get(call.name)
+    if handler is None or spec is None:
+        return error(f"tool {call.name!r} is not available to this agent")
+    problem = _invalid(spec.get("parameters") or {}, call.arguments)
+    if problem:
+        return error(f"invalid arguments for {call.name}: {problem}")
+    return handler(ctx, call.arguments, session)
+
+
+def _invalid(schema: dict, arguments: object) -> str:
+    if not isinstance(arguments, dict):
+        return "arguments must be a JSON object"
+    failure = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(arguments))
+    if failure is None:
+        return ""
+    where = "/".join(str(part) for part in failure.absolute_path)
+    return f"{where}: {failure.message}" if where else failure.message
+
+
+def error(message: str, **extra: object) -> dict:
+    return {"ok": False, "error": message, **extra}
+
+
+def record(ctx: EpisodeContext, kind: str, data: dict) -> None:
+    journal.append(ctx.run_id, epoch=ctx.epoch, episode_id=ctx.episode.pk, kind=kind, data=data, at=ctx.now)
+
+
+def escalate(ctx: EpisodeContext, *, kind: str, prompt: str, options: list[str] | None = None,
+             context: dict | None = None) -> Escalation:
+    """Open an escalation once per episode: a re-executed episode finds the one it opened before."""
+    with ctx.fence() as run:
+        existing = Escalation.objects.filter(run_id=ctx.run_id, episode=ctx.episode, kind=kind, prompt=prompt).first()
+        if existing is not None:
+            return existing
+        return escalations.open_escalation(
+            run, kind=kind, prompt=prompt, options=options or (), context=context, episode=ctx.episode
+        )
+
+
+# Internal tools ---------------------------------------------------------------------------------------------------
+
+
+def _note(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:
+    record(ctx, JournalKind.NOTE, {"text": args["text"]})
+    session.outcome.notes.append(args["text"])
+    return {"ok": True}
+
+
+def _finish(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:
+    session.outcome.finished = True
+    session.stop = True
+    open_keys = [t["key"] for t in ctx.plan.get("tasks", []) if t.get("required", True) and t["key"] in open_tasks(ctx)]
+    # The run completes only when every required task is done; the follow-up policy decides the rest.
+    return {"ok": True, "summary": args["summary"], "required_tasks_open": open_keys}
+
+
+def _ask_human(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:
+    question = args["question"].strip()
+    task_key = _confirmation_task(ctx, question)
+    found = escalate(ctx, kind=EscalationKind.QUESTION, prompt=question, options=list(args.get("options") or []),
+                     context={"task_key": task_key} if task_key else None)
+    session.outcome.escalated = True
+    session.stop = True
+    return {"ok": True, "escalation_id": found.pk, "status": "waiting for a human answer"}
+
+
+def _confirmation_task(ctx: EpisodeContext, question: str) -> str:
+    """The human_confirmation task this question asks about (its configured question is in it), or ''."""
+    asked = question.casefold()
+    for task in ctx.plan.get("tasks", []):
+        done_when = task.get("done_when") or {}
+        wanted = (done_when.get("question") or "").strip().casefold()
+        if done_when.get("type") == "human_confirmation" and wanted and wanted in asked:
+            return task["key"]
+    return ""
+
+
+def _mark_task_done(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:
+    key = args["task_key"]
+    spec = next((t for t in ctx.plan.get("tasks", []) if t["key"] == key), None)
+    if spec is None:
+        return error(f"no task {key!r} in this run")
+    passed = settle_task(ctx, spec, evidence_ref=args.get("evidence_ref", ""))
+    if passed is None or passed.passed:
+        return {"ok": True, "task_key": key, "status": "done"}
+    return error(f"task {key!r} stays open: {passed.reason}", task_key=key, status="open")
+
+
+def settle_task(ctx: EpisodeContext, spec: dict, *, evidence_ref: str = "") -> evidence.EvidenceResult | None:
+    """Check a task's done_when on the run's evidence and mark it done when it passes. None: already done."""
+    key = spec["key"]
+    if Task.objects.filter(run_id=ctx.run_id, key=key, status=TaskStatus.DONE).exists():
+        return None
+    held = evidence.gather(ctx.run_id, current=ctx.episode)
+    result = evidence.check(spec.get("done_when") or {}, evidence=held, task_key=key)
+    if result.passed:
+        done = {"check": spec["done_when"]["type"], "matched": result.matched, "source": result.source,
+                "episode_id": ctx.episode.pk, "evidence_ref": evidence_ref}
+        with ctx.fence():
+            Task.objects.filter(run_id=ctx.run_id, key=key, status=TaskStatus.OPEN).update(
+                status=TaskStatus.DONE, done_evidence=done, done_at=ctx.now
+            )
+    return result
+
+
+def open_tasks(ctx: EpisodeContext) -> set[str]:
+    return set(Task.objects.filter(run_id=ctx.run_id, status=TaskStatus.OPEN).values_list("key", flat=True))
+
+
+def _schedule_followup(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:
+    if ("in_s" in args) == ("at" in args):
+        return error("give exactly one of in_s or at")
+    contact = chased_contact(ctx)
+    tz = policy.resolve_timezone(ctx.plan, contact_tz=contact.timezone if contact else "",
+                                 org_tz=ctx.run.organization.default_timezone)
+    if "in_s" in args:
+        requested = ctx.now + timedelta(seconds=args["in_s"])
+    else:
+        try:
+            requested = datetime.fromisoformat(args["at"])
+        except ValueError:
+            return error(f"at: {args['at']!r} is not an ISO 8601 time")
+        # A bare date or local time means the contact's (or policy's) zone; the window check moves it to opening.
+        requested = requested if requested.tzinfo else requested.replace(tzinfo=tz)
+    at = policy.clamp_defer(ctx.plan, requested=requested, now=ctx.now, tz=tz, run_id=ctx.run_id)
+    session.outcome.followup_override = at
+    return {"ok": True, "followup_at": at.isoformat(), "moved_by_policy": at != requested, "reason": args["reason"]}
+
+
+def chased_contact(ctx: EpisodeContext):
+    """The contact of the first open required task (the one being chased), else the first contact."""
+    pending = open_tasks(ctx)
+    roles = [t.get("contact_role") for t in ctx.plan.get("tasks", []) if t["key"] in pending]
+    return next((c for c in ctx.contacts if c.role in roles), None) or (ctx.contacts[0] if ctx.contacts else None)
+
+
+def _send_outbound(ctx: EpisodeContext, args: dict, session: ToolSession, *, tool: str) -> dict:
+    # Imported on use: runs.outbound builds on this module's helpers.
+    from runs import outbound
+
+    return outbound.send(ctx, args, session=session, tool=tool)
+
+
+HANDLERS: dict[str, Callable[[EpisodeContext, dict, ToolSession], dict]] = {
+    "send_email": partial(_send_outbound, tool="send_email"),
+    "send_sms": partial(_send_outbound, tool="send_sms"),
+    "send_slack": partial(_send_outbound, tool="send_slack"),
+    "place_call": partial(_send_outbound, tool="place_call"),
+    "ask_human": _ask_human,
+    "mark_task_done": _mark_task_done,
+    "schedule_followup": _schedule_followup,
+    "note": _note,
+    "finish": _finish,
+}

@@ -1,0 +1,80 @@
+"""advance_run: claim a run's lease, drain its due episodes in order, release.
+
+A duplicate delivery is harmless: it finds the lease held (claim returns None)
+or nothing due, and returns False.
+"""
+
+import logging
+import os
+import socket
+import threading
+
+from django.conf import settings
+from django.db.models import Q
+
+from runs import clock, execution, leases, queue
+from runs.models import Episode, EpisodeStatus, Run
+
+logger = logging.getLogger(__name__)
+
+
+def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: float | None = None) -> bool:
+    """Execute the run's due episodes (up to LUCIA_SLICE_STEP_CAP). Returns whether any episode ran."""
+    owner = owner or default_owner()
+    epoch = leases.claim(run_id, owner=owner)
+    if epoch is None:
+        logger.debug("run %s: lease held elsewhere", run_id)
+        return False
+    ran = 0
+    try:
+        with leases.Heartbeat(run_id, epoch=epoch, interval=heartbeat_interval) as heartbeat:
+            ran = _drain(run_id, epoch=epoch, heartbeat=heartbeat)
+    except leases.LeaseLost as lost:
+        # Another worker owns the run now; it resumes whatever this one left running.
+        logger.warning("run %s: stopped, %s", run_id, lost)
+        return ran > 0
+    finally:
+        # Conditioned on the epoch: never frees a lease someone else took.
+        leases.release(run_id, epoch=epoch)
+    _requeue_if_due(run_id)
+    return ran > 0
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+def next_episode(run: Run, *, epoch: int) -> Episode | None:
+    """An episode left running under an older epoch first (resume), then the first due queued one by seq."""
+    return (
+        Episode.objects.filter(run_id=run.pk)
+        .filter(
+            Q(status=EpisodeStatus.RUNNING, lease_epoch__lt=epoch)
+            | Q(status=EpisodeStatus.QUEUED, due_at__lte=clock.now(run))
+        )
+        .order_by("-status", "seq")  # "running" sorts after "queued": descending puts resumes first
+        .first()
+    )
+
+
+def _drain(run_id: int, *, epoch: int, heartbeat: leases.Heartbeat) -> int:
+    ran = 0
+    while ran < settings.LUCIA_SLICE_STEP_CAP:
+        heartbeat.check()
+        # Re-read every time: the run may have ended, and a simulation moves its clock.
+        run = Run.objects.get(pk=run_id)
+        if not run.is_open:
+            break
+        episode = next_episode(run, epoch=epoch)
+        if episode is None:
+            break
+        execution.execute_episode(run_id, episode.pk, epoch=epoch, heartbeat=heartbeat)
+        ran += 1
+    return ran
+
+
+def _requeue_if_due(run_id: int) -> None:
+    """Work that arrived while the lease was held (its own enqueue found the lease taken), or the cap was hit."""
+    run = Run.objects.get(pk=run_id)
+    if run.is_open and next_episode(run, epoch=run.lease_epoch + 1) is not None:
+        queue.enqueue_advance(run)

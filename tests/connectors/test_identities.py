@@ -1,0 +1,100 @@
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.urls import reverse
+
+from connectors import identities
+from connectors.admin import parse_secret_lines
+from connectors.models import Identity
+from tests.factories import OrganizationFactory
+
+pytestmark = pytest.mark.django_db
+
+TOKEN = "tw-auth-token-8c1f0e6b2d"
+
+
+@pytest.fixture
+def staff_client(client):
+    client.force_login(get_user_model().objects.create_superuser("ops", "ops@example.com", "pw"))
+    return client
+
+
+def raw_row(identity: Identity) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT secrets_encrypted, secret_names::text FROM connectors_identity WHERE id = %s",
+                       [identity.pk])
+        return " ".join(cursor.fetchone())
+
+
+def test_secrets_are_encrypted_at_rest_and_readable_through_identities():
+    identity = identities.create_identity(
+        OrganizationFactory(), channel="sms", address="+15555550199", secret_values={"auth_token": TOKEN}
+    )
+
+    stored = raw_row(identity)
+    assert TOKEN not in stored
+    assert "auth_token" in stored
+    assert identities.read_secrets(Identity.objects.get(pk=identity.pk)) == {"auth_token": TOKEN}
+
+
+def test_set_secrets_merges_and_an_empty_value_removes():
+    identity = identities.create_identity(
+        OrganizationFactory(), channel="sms", address="+15555550198", secret_values={"auth_token": TOKEN, "sid": "AC1"}
+    )
+
+    identities.set_secrets(identity, secret_values={"sid": "", "signing": "s3"})
+
+    assert identities.read_secrets(Identity.objects.get(pk=identity.pk)) == {"auth_token": TOKEN, "signing": "s3"}
+    assert Identity.objects.get(pk=identity.pk).secret_names == ["auth_token", "signing"]
+
+
+def test_admin_add_encrypts_secrets_and_never_shows_them(staff_client):
+    organization = OrganizationFactory()
+
+    response = staff_client.post(reverse("admin:connectors_identity_add"), {
+        "organization": organization.pk, "channel": "sms", "address": "+15555550197", "display_name": "Ops line",
+        "active": "on", "secrets": f"auth_token={TOKEN}\naccount_sid=AC42\n",
+    })
+
+    assert response.status_code == 302
+    identity = Identity.objects.get(address="+15555550197")
+    assert TOKEN not in raw_row(identity)
+    assert identities.read_secrets(identity) == {"account_sid": "AC42", "auth_token": TOKEN}
+    page = staff_client.get(reverse("admin:connectors_identity_change", args=[identity.pk])).content.decode()
+    assert TOKEN not in page
+    assert "account_sid" in page and "auth_token" in page
+    listing = staff_client.get(reverse("admin:connectors_identity_changelist")).content.decode()
+    assert TOKEN not in listing
+
+
+def test_admin_change_keeps_secrets_unless_new_ones_are_typed(staff_client):
+    identity = identities.create_identity(
+        OrganizationFactory(), channel="email", address="ops@example.com", secret_values={"api_key": TOKEN}
+    )
+    url = reverse("admin:connectors_identity_change", args=[identity.pk])
+    form = {"organization": identity.organization_id, "channel": "email", "address": "ops@example.com",
+            "display_name": "Renamed", "active": "on", "secrets": ""}
+
+    staff_client.post(url, form)
+    assert identities.read_secrets(Identity.objects.get(pk=identity.pk)) == {"api_key": TOKEN}
+    assert Identity.objects.get(pk=identity.pk).display_name == "Renamed"
+
+    staff_client.post(url, {**form, "secrets": "api_key=rotated"})
+    assert identities.read_secrets(Identity.objects.get(pk=identity.pk)) == {"api_key": "rotated"}
+
+
+def test_a_rejected_form_does_not_echo_the_typed_secret(staff_client):
+    response = staff_client.post(reverse("admin:connectors_identity_add"), {
+        "organization": OrganizationFactory().pk, "channel": "sms", "address": "+15555550196", "active": "on",
+        "secrets": f"auth_token={TOKEN}\nthis line is wrong {TOKEN}",
+    })
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "line 2" in html
+    assert TOKEN not in html
+    assert not Identity.objects.filter(address="+15555550196").exists()
+
+
+def test_parse_secret_lines():
+    assert parse_secret_lines("a=1\n\n b = two=2 \nc=") == {"a": "1", "b": "two=2", "c": ""}

@@ -1,0 +1,54 @@
+import pytest
+
+from connectors import message_ids
+
+KEY = "0f" * 32
+
+
+def test_reply_address_round_trips_to_the_run_id():
+    address = message_ids.reply_address(4821)
+
+    assert address.startswith("reply+4821-") and address.endswith("@in.lucia.test")
+    assert message_ids.parse_reply_address(address) == 4821
+    assert message_ids.parse_reply_address(f"Acme Billing <{address.upper()}>") == 4821
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "reply+4822-{mac}@in.lucia.test",  # another run's id under this run's mac
+        "reply+4821-{mac}@elsewhere.test",  # our token on a foreign domain
+        "reply+4821@in.lucia.test",  # no mac
+        "billing+4821-{mac}@in.lucia.test",  # wrong prefix
+        "not an address",
+    ],
+)
+def test_forged_or_foreign_reply_addresses_name_no_run(address):
+    mac = message_ids.reply_token(4821).split("-")[1]
+
+    assert message_ids.parse_reply_address(address.format(mac=mac)) is None
+
+
+def test_reply_token_depends_on_secret_key(settings):
+    token = message_ids.reply_token(7)
+    settings.SECRET_KEY = "another-secret-key-entirely-different-0123456789"
+
+    assert message_ids.reply_token(7) != token
+    assert message_ids.parse_reply_token(token) is None
+
+
+def test_message_id_is_deterministic_and_parses_back_to_the_key_prefix():
+    message_id = message_ids.message_id_for(KEY)
+
+    assert message_id == message_ids.message_id_for(KEY) == f"<{KEY[:32]}@in.lucia.test>"
+    assert message_ids.parse_message_id(message_id) == KEY[:32]
+    assert message_ids.parse_message_id("<CAF=abc@mail.gmail.com>") is None
+    assert message_ids.parse_message_id(f"<{KEY[:32]}@other.test>") is None
+
+
+def test_key_prefixes_found_in_threading_headers_newest_first():
+    older, newer = "a" * 64, "b" * 64
+    references = f"<x1@mail.vendor.test> {message_ids.message_id_for(older)} {message_ids.message_id_for(newer)}"
+
+    assert message_ids.key_prefixes_in(None, references) == ["b" * 32, "a" * 32]
+    assert message_ids.split_references(references)[0] == "<x1@mail.vendor.test>"

@@ -1,0 +1,90 @@
+"""Set up one run of the document-collector template and run its episodes through the real agent loop."""
+
+from __future__ import annotations
+
+import functools
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agents.config.compiler import compile_config
+from agents.config.validation import validate_source
+from runs import clock, leases
+from runs.context import EpisodeContext
+from runs.llm.base import ChatRequest, ModelReply
+from runs.llm.scripted import ScriptedProvider
+from runs.models import Contact, Episode, Run, Task
+from tests.factories import ContactFactory, EpisodeFactory, RunFactory, TaskFactory, plan_version
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "fixtures" / "agents" / "document-collector.yaml"
+# Tuesday 10:00 in Chicago: inside business hours, outside quiet hours.
+BUSINESS_HOURS = datetime(2025, 3, 4, 16, 0, tzinfo=UTC)
+VENDOR_EMAIL = "dana@whitfield-supplies.example"
+PDF = {"filename": "w9-signed.pdf", "content_type": "application/pdf", "size": 18_223, "sha256": "ab" * 32}
+
+
+@functools.cache
+def _template_plan() -> dict:
+    result = validate_source(TEMPLATE.read_text())
+    assert result.ok, result.as_dict()
+    return compile_config(result.config)
+
+
+def template_plan(**overrides) -> dict:
+    import copy
+
+    return {**copy.deepcopy(_template_plan()), **overrides}
+
+
+def make_run(plan: dict | None = None, *, now: datetime = BUSINESS_HOURS, **fields) -> Run:
+    """A simulated run (virtual clock at `now`) with the vendor contact and the plan's tasks."""
+    plan = plan or template_plan()
+    run = RunFactory(version=plan_version(plan), plan=plan, sim=True, virtual_now=now, **fields)
+    ContactFactory(run=run, role="vendor", name="Dana Whitfield", email=VENDOR_EMAIL, phone="+1 555 555 0101",
+                   timezone="America/Chicago")
+    for task in plan["tasks"]:
+        TaskFactory(run=run, key=task["key"], title=task["title"], required=task["required"])
+    return run
+
+
+def add_episode(run: Run, kind: str, payload: dict | None = None) -> Episode:
+    return EpisodeFactory(run=run, kind=kind, payload=payload or {}, due_at=run.virtual_now or clock.now(run))
+
+
+def inbound(run: Run, text: str, *, attachments: list | None = None) -> Episode:
+    payload = {"channel": "email", "from": VENDOR_EMAIL, "subject": "Re: W-9", "text": text,
+               "attachments": attachments or []}
+    return add_episode(run, "inbound", payload)
+
+
+def claim(run: Run, *, owner: str = "test-worker") -> int:
+    epoch = leases.claim(run.pk, owner=owner)
+    assert epoch is not None
+    return epoch
+
+
+def context(run: Run, episode: Episode, *, epoch: int, heartbeat: leases.Heartbeat | None = None) -> EpisodeContext:
+    """What runs.execution builds for the loop, read fresh from the database."""
+    fresh = Run.objects.select_related("organization", "version").get(pk=run.pk)
+    return EpisodeContext(
+        run_id=run.pk, epoch=epoch, episode=Episode.objects.get(pk=episode.pk), run=fresh, plan=fresh.plan,
+        contacts=list(Contact.objects.filter(run_id=run.pk)), tasks=list(Task.objects.filter(run_id=run.pk)),
+        now=clock.now(fresh), heartbeat=heartbeat,
+    )
+
+
+class CountingProvider:
+    """The scripted model, counting the calls that reached it (replays never do)."""
+
+    name = "scripted"
+
+    def __init__(self, inner=None) -> None:
+        self.inner = inner or ScriptedProvider()
+        self.calls = 0
+
+    def complete(self, request: ChatRequest) -> ModelReply:
+        self.calls += 1
+        return self.inner.complete(request)
+
+
+def use_provider(monkeypatch, provider) -> None:
+    monkeypatch.setattr("runs.llm.providers.provider_for", lambda plan: provider)

@@ -1,0 +1,81 @@
+"""End to end with a real django-q2 cluster (a subprocess) on the test database."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from runs import starts, tasks
+from runs.models import Episode, EpisodeStatus, OutboxMessage
+from tests.factories import OrganizationFactory, draft_version, plan_version
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def cluster():
+    db = settings.DATABASES["default"]
+    url = f"postgresql://{db['USER']}:{db['PASSWORD']}@/{db['NAME']}?host={db['HOST']}"
+    if db.get("PORT"):
+        url = f"postgresql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SECRET_KEY": settings.SECRET_KEY, "DJANGO_DEBUG": "true",
+           "LUCIA_Q_WORKERS": "1", "LUCIA_LLM": "scripted"}
+    process = subprocess.Popen(  # noqa: S603 (fixed argv)
+        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    yield process
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+
+
+def _wait_for(predicate, *, seconds: float = 60) -> bool:
+    tick = threading.Event()
+    for _ in range(int(seconds / 0.2)):
+        if predicate():
+            return True
+        tick.wait(0.2)
+    return False
+
+
+def _real_run():
+    plan = draft_version().compiled
+    # Any day, any hour: the test runs on the wall clock.
+    plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
+    plan["compliance"]["quiet_hours"] = None
+    version = plan_version(plan)
+    return starts.start_run(OrganizationFactory(), version=version, goal="Collect the W-9", contacts=[
+        {"role": "vendor", "email": "vendor@example.com", "timezone": "America/New_York"}])
+
+
+def test_the_cluster_runs_a_started_run_and_resumes_an_episode_whose_worker_died(cluster):
+    run = _real_run()
+    start = Episode.objects.get(run=run, kind="start")
+    assert _wait_for(lambda: Episode.objects.get(pk=start.pk).status == EpisodeStatus.DONE)
+    assert OutboxMessage.objects.filter(run=run, status="sent").count() == 1
+
+    # A worker died mid-episode: its episode is running under a lease that has expired.
+    followup = Episode.objects.get(run=run, kind="followup", status=EpisodeStatus.QUEUED)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_run SET lease_owner = 'dead', lease_epoch = lease_epoch + 1,"
+            " lease_expires_at = now() - interval '1 second' WHERE id = %s RETURNING lease_epoch", [run.pk])
+        epoch = cursor.fetchone()[0]
+        cursor.execute(
+            "UPDATE runs_episode SET status = 'running', attempts = 1, lease_epoch = %s, due_at = now()"
+            " WHERE id = %s", [epoch, followup.pk])
+
+    assert tasks.dispatch_due()["reaped"] == 1
+
+    assert _wait_for(lambda: Episode.objects.get(pk=followup.pk).status == EpisodeStatus.DONE)
+    assert Episode.objects.get(pk=followup.pk).attempts == 2
+    assert OutboxMessage.objects.filter(run=run, status="sent").count() == 2
+    assert cluster.poll() is None

@@ -1,0 +1,111 @@
+import threading
+
+import pytest
+from django.db import connection
+
+from runs import leases
+from runs.models import Run
+from tests.factories import RunFactory
+
+
+def _expire(run_id: int) -> None:
+    """Make the current lease look expired, on the database clock the leases use."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE runs_run SET lease_expires_at = now() - interval '1 second' WHERE id = %s", [run_id])
+
+
+def _in_thread(target, *args):
+    """Run `target` on its own database connection; returns a list that receives its result."""
+    result = []
+
+    def body():
+        try:
+            result.append(target(*args))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread, result
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_racing_for_a_claim_get_exactly_one_epoch():
+    run = RunFactory()
+    barrier = threading.Barrier(8)
+
+    def claim(owner):
+        barrier.wait(timeout=5)
+        return leases.claim(run.pk, owner=owner)
+
+    workers = [_in_thread(claim, f"worker-{n}") for n in range(8)]
+    for thread, _ in workers:
+        thread.join(timeout=10)
+    epochs = [result[0] for _, result in workers]
+    assert len(epochs) == 8
+    assert [e for e in epochs if e is not None] == [1]
+    assert Run.objects.get(pk=run.pk).lease_epoch == 1
+
+
+@pytest.mark.django_db
+def test_claim_is_refused_while_the_lease_is_live_and_granted_after_it_expires():
+    run = RunFactory()
+    assert leases.claim(run.pk, owner="a") == 1
+    assert leases.claim(run.pk, owner="b") is None
+    _expire(run.pk)
+    assert leases.claim(run.pk, owner="b") == 2
+    assert Run.objects.get(pk=run.pk).lease_owner == "b"
+
+
+@pytest.mark.django_db
+def test_zombie_worker_writes_nothing_after_lease_lost():
+    run = RunFactory(goal="original")
+    zombie = leases.claim(run.pk, owner="zombie")
+    _expire(run.pk)  # the zombie paused past its lease...
+    assert leases.claim(run.pk, owner="successor") == zombie + 1  # ...and someone else took the run
+
+    with pytest.raises(leases.LeaseLost), leases.fence(run.pk, epoch=zombie):
+        Run.objects.filter(pk=run.pk).update(goal="written by a zombie")
+    assert not leases.renew(run.pk, epoch=zombie)
+    assert Run.objects.get(pk=run.pk).goal == "original"
+
+
+@pytest.mark.django_db
+def test_release_by_a_stale_epoch_leaves_the_new_holders_lease():
+    run = RunFactory()
+    old = leases.claim(run.pk, owner="old")
+    _expire(run.pk)
+    new = leases.claim(run.pk, owner="new")
+    leases.release(run.pk, epoch=old)
+    assert Run.objects.get(pk=run.pk).lease_owner == "new"
+    leases.release(run.pk, epoch=new)
+    assert Run.objects.get(pk=run.pk).lease_owner is None
+    with pytest.raises(leases.LeaseLost), leases.fence(run.pk, epoch=new):
+        pass  # a released lease fences nothing in
+
+
+@pytest.mark.django_db(transaction=True)
+def test_heartbeat_extends_the_lease_while_it_is_held():
+    run = RunFactory()
+    epoch = leases.claim(run.pk, owner="me")
+    claimed_until = Run.objects.get(pk=run.pk).lease_expires_at
+    tick = threading.Event()
+    with leases.Heartbeat(run.pk, epoch=epoch, interval=0.05) as heartbeat:
+        for _ in range(100):
+            if Run.objects.get(pk=run.pk).lease_expires_at > claimed_until:
+                break
+            tick.wait(0.05)
+        assert not heartbeat.lost.is_set()
+    assert Run.objects.get(pk=run.pk).lease_expires_at > claimed_until
+
+
+@pytest.mark.django_db(transaction=True)
+def test_heartbeat_sets_lost_when_the_epoch_moves():
+    run = RunFactory()
+    epoch = leases.claim(run.pk, owner="me")
+    with leases.Heartbeat(run.pk, epoch=epoch, interval=0.05) as heartbeat:
+        _expire(run.pk)
+        leases.claim(run.pk, owner="thief")
+        assert heartbeat.lost.wait(timeout=5)
+        with pytest.raises(leases.LeaseLost):
+            heartbeat.check()
