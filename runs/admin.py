@@ -8,7 +8,17 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from runs import cancellation, escalations
-from runs.models import Contact, Episode, Escalation, EscalationKind, EscalationStatus, JournalEntry, OutboxMessage, Run, Task
+from runs.models import (
+    Contact,
+    Episode,
+    Escalation,
+    EscalationKind,
+    EscalationStatus,
+    JournalEntry,
+    OutboxMessage,
+    Run,
+    Task,
+)
 from runs.timeline import timeline_for
 
 

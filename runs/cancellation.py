@@ -31,5 +31,5 @@ def cancel_run(run: Run, *, reason: str = "") -> Run:
         )
         Episode.objects.filter(run=locked, status=EpisodeStatus.QUEUED).update(status=EpisodeStatus.CANCELLED)
         Escalation.objects.filter(run=locked, status=EscalationStatus.OPEN).update(status=EscalationStatus.CANCELLED)
-    locked.refresh_from_db()
-    return locked
+    # FSM fields are protected: a fresh instance instead of refresh_from_db.
+    return Run.objects.get(pk=locked.pk)

@@ -33,6 +33,7 @@ from agents.api.serializers import (
 )
 from agents.api_auth import IsBuilderOrReadOnly
 from agents.models import Agent, AgentVersion, Deployment
+from simulator import api as simulator_api
 from simulator import gate
 
 
@@ -109,6 +110,11 @@ class VersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     def validate(self, request: Request, *args, **kwargs) -> Response:
         result = versions.validate(self.get_object())
         return Response({"ok": result.ok, "errors": error_dicts(result.errors)})
+
+    @simulator_api.SIMULATE_SCHEMA
+    @action(detail=True, methods=["post"])
+    def simulate(self, request: Request, *args, **kwargs) -> Response:
+        return simulator_api.simulate(request, self.get_object())
 
     @extend_schema(request=None, responses={200: VersionSerializer, 409: PublishRefusalSerializer})
     @action(detail=True, methods=["post"])

@@ -86,9 +86,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         deployment = Deployment.objects.filter(organization=self.request.organization, agent__slug=agent_slug,
                                                active=True).select_related("version").first()
         if deployment is None:
-            raise exceptions.ValidationError(
-                {"agent": [f"your organization has no active deployment of {agent_slug!r}; deploy it or give a version"]}
-            )
+            message = f"your organization has no active deployment of {agent_slug!r}; deploy it or give a version"
+            raise exceptions.ValidationError({"agent": [message]})
         return deployment, None
 
     @extend_schema(responses={200: TimelineItemSerializer(many=True)})

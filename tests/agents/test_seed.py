@@ -47,7 +47,7 @@ def test_seed_loads_every_template_valid_published_and_deployed_to_demo():
         assert version.is_valid, (version.agent.slug, version.validation_errors)
         assert version.status == VersionStatus.PUBLISHED
         assert Deployment.objects.filter(organization=demo, version=version, active=True).exists()
-        assert f"{version.agent.slug} v{version.number} (published): valid" in out
+        assert f"{version.agent.slug} v{version.number} (published) {version.agent.name!r}: valid" in out
     assert Agent.objects.count() == len(slugs)
     assert "INVALID" not in out
 

@@ -120,6 +120,14 @@ def test_queryset_update_cannot_change_a_published_version():
         AgentVersion.objects.filter(pk=published.pk).update(source="x")
 
 
+def test_orm_save_cannot_change_a_published_version():
+    published = published_version()
+    published.source = "x"
+
+    with pytest.raises(DatabaseError, match="read-only"), transaction.atomic():
+        published.save()
+
+
 def test_a_published_version_cannot_be_deleted():
     published = published_version()
 

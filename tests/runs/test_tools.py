@@ -7,7 +7,7 @@ import pytest
 from runs import tools
 from runs.llm.base import ToolCall
 from runs.models import Escalation, JournalEntry, OutboxMessage, Task
-from runs.sandbox_sends import idem_key
+from runs.outbox import idem_key
 from tests.runs import loop_helpers as h
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,7 @@ from agents import api_keys, versions
 from agents.models import AgentVersion, ApiKey, Deployment, Organization, VersionStatus
 from connectors import identities
 from connectors.models import Identity
-from simulator import gate
+from simulator import gate, scorecards
 
 DEMO_SLUG = "demo"
 DEMO_TIMEZONE = "America/New_York"
@@ -35,11 +35,16 @@ def template_paths() -> list[Path]:
 
 
 def _publish(draft: AgentVersion, *, refusals: list[str]) -> AgentVersion:
-    # Through the gate, like the Studio; a refusal leaves the template as a draft.
+    """Simulate the draft's eval cases unless its config already has a scorecard, then ask the gate.
+
+    A refusal (failing scorecard) leaves the template as a draft and is reported.
+    """
     try:
+        if scorecards.latest(draft) is None:
+            scorecards.score(draft)
         return gate.publish(draft)
-    except gate.PublishRefused as refused:
-        refusals.append(refused.reason)
+    except (gate.PublishRefused, scorecards.SimulationError) as refused:
+        refusals.append(getattr(refused, "reason", str(refused)))
         return draft
 
 
@@ -78,7 +83,7 @@ class Command(BaseCommand):
     def _load(self, path: Path, organization: Organization) -> AgentVersion:
         refusals: list[str] = []
         version = versions.load_template(path, publisher=lambda draft: _publish(draft, refusals=refusals))
-        label = f"  {version.agent.slug} v{version.number} ({version.status})"
+        label = f"  {version.agent.slug} v{version.number} ({version.status}) {version.agent.name!r}"
         if version.is_valid:
             self.stdout.write(self.style.SUCCESS(f"{label}: valid") + f"  [{path.name}]")
         else:

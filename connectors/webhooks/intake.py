@@ -1,0 +1,104 @@
+"""What a verified webhook's items do: store first, then suppress, record delivery, or route to a run.
+
+Each item is handled in one transaction: the InboundMessage, the Episode and
+the advance_run queue row commit together, so a crash leaves the provider's
+retry to redo it all, and a repeated delivery finds the stored row and stops.
+Only STOP/START/HELP keywords are acted on; every other text is payload.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from django.db import transaction
+
+from agents.models import Organization
+from connectors import delivery, inbound, suppressions
+from connectors.base import ParsedInbound
+from connectors.models import Channel, InboundMessage, SuppressionReason
+from connectors.webhooks import recipients
+from runs import inbound_routing
+
+log = logging.getLogger(__name__)
+
+KEYWORD_KINDS = ("stop", "start", "help")
+HELP_TEXT = "{name}: automated messages about your account. Reply STOP to opt out, START to opt back in."
+
+
+def receive(items: Iterable[ParsedInbound], *, channel: str, organization: Organization | None) -> list[str]:
+    """Handle the items of one request; returns replies owed to the sender (HELP texts)."""
+    replies: list[str] = []
+    for item in items:
+        if item.kind == "status":
+            receive_status(item, channel=channel, organization=organization)
+        elif item.kind in KEYWORD_KINDS:
+            reply = receive_keyword(item, channel=channel, organization=organization)
+            replies += [reply] if reply else []
+        else:
+            receive_message(item, channel=channel, organization=organization)
+    return replies
+
+
+def receive_message(item: ParsedInbound, *, channel: str, organization: Organization | None) -> InboundMessage:
+    with transaction.atomic():
+        message, created = inbound.store(item, channel=channel, organization=organization)
+        if created:
+            inbound_routing.deliver(message, organization=organization)
+    return message
+
+
+def receive_keyword(item: ParsedInbound, *, channel: str, organization: Organization | None) -> str:
+    """STOP suppresses the number for the whole organization, START lifts it; HELP gets the help text."""
+    keyword_channel = _contact_channel(item, channel=channel)
+    with transaction.atomic():
+        message, created = inbound.store(item, channel=channel, organization=organization)
+        if created:
+            inbound.mark_ignored(message)
+            if organization is None:
+                log.warning("%s keyword from %s for no organization", item.kind, item.from_address)
+            elif item.kind == "stop":
+                suppressions.suppress(organization, channel=keyword_channel, address=item.from_address,
+                                      reason=SuppressionReason.STOP)
+            elif item.kind == "start":
+                suppressions.unsuppress(organization, channel=keyword_channel, address=item.from_address)
+    if item.kind == "help":
+        return HELP_TEXT.format(name=organization.name if organization else "Lucia")
+    return ""
+
+
+def receive_status(item: ParsedInbound, *, channel: str, organization: Organization | None) -> None:
+    """A tracking event: stored once; opted-out, invalid, bounced or complained addresses are suppressed."""
+    with transaction.atomic():
+        if delivery.record(item, channel=channel) is None:
+            return
+        owner = organization or inbound_routing.organization_of_send(item.idem_key)
+        if owner is not None:
+            delivery.suppress_if_lost(item, channel=channel, organization=owner)
+        if delivery.is_failure(item) and item.idem_key:
+            inbound_routing.note_failed_delivery(item.idem_key, status=item.status or "",
+                                                 detail=str(item.headers.get("error_code") or ""))
+
+
+def receive_email(item: ParsedInbound) -> None:
+    """An anymail (Mailgun) event, already verified by anymail's view. The organization is the one
+    owning the receiving mailbox or, for tracking, the sending one; replies to Lucia's reply-to
+    domain find theirs through the run they name."""
+    if item.kind == "status":
+        envelope = (item.raw.get("event-data") or {}).get("envelope") or {}
+        identity = recipients.for_email(envelope.get("sender", ""))
+        receive_status(item, channel=Channel.EMAIL, organization=identity.organization if identity else None)
+        return
+    identity = recipients.for_email(item.to_address)
+    receive_message(item, channel=Channel.EMAIL, organization=identity.organization if identity else None)
+
+
+def _contact_channel(item: ParsedInbound, *, channel: str) -> str:
+    """The channel a keyword suppresses: the webhook's own, or for the sandbox what the item says or its
+    sender looks like."""
+    if channel != Channel.SANDBOX:
+        return channel
+    named = item.raw.get("channel")
+    if named in Channel.values and named != Channel.SANDBOX:
+        return named
+    return Channel.EMAIL if "@" in item.from_address else Channel.SMS

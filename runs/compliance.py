@@ -1,0 +1,109 @@
+"""The plan's `compliance` rules before a new send: deterministic, checked in a fixed order.
+
+Forbidden phrases block (a human reviews); a suppressed address blocks; the
+send window and the per-contact caps defer (never drop): the episode hands
+the deferral to the follow-up policy as its next contact. Required opt-out
+text is added by the runtime, so the model cannot forget it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from connectors import suppressions
+from runs import outbox, policy
+from runs.context import EpisodeContext
+from runs.models import Contact, EscalationKind, JournalKind
+from runs.tools import escalate, record
+
+# Which payload field carries the opt-out text, per tool (a call's brief is spoken, not a message).
+OPT_OUT_FIELD = {"send_email": "body", "send_sms": "body", "send_slack": "text"}
+CAP_WINDOWS = (("per_day", timedelta(days=1)), ("per_week", timedelta(days=7)))
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why a send does not go out now: status `blocked` or `deferred` (until `deferred_until`)."""
+
+    status: str
+    message: str
+    deferred_until: datetime | None = None
+    escalated: bool = False
+
+
+def with_opt_out(plan: dict, *, tool: str, channel: str, payload: dict) -> dict:
+    """The payload with the channel's required opt-out text appended when it is not already there."""
+    opt_out = ((plan.get("compliance") or {}).get("opt_out_text") or {}).get(channel)
+    field_name = OPT_OUT_FIELD.get(tool)
+    if not opt_out or not field_name or opt_out.casefold() in str(payload.get(field_name, "")).casefold():
+        return payload
+    return {**payload, field_name: f"{str(payload.get(field_name, '')).rstrip()}\n\n{opt_out}"}
+
+
+def text_of(payload: dict) -> str:
+    """Everything a person reads or hears in the payload."""
+    return "\n".join(str(value) for value in payload.values() if isinstance(value, str))
+
+
+def check(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, contact: Contact,
+          payload: dict) -> Hold | None:
+    """A Hold when the plan's rules stop this send now (journaled as policy_block), else None."""
+    rules = ctx.plan.get("compliance") or {}
+    text = text_of(payload).casefold()
+    phrases = [p for p in rules.get("forbidden_phrases") or [] if p.strip() and p.casefold() in text]
+    if phrases:
+        record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "forbidden_phrases", "phrases": phrases})
+        escalate(ctx, kind=EscalationKind.GUARDRAIL_BLOCK, options=["send it anyway", "do not send"],
+                 prompt=f"A {channel} message was blocked: it contains {', '.join(map(repr, phrases))}.",
+                 context={"tool": tool, "recipient": recipient, "payload": payload, "phrases": phrases})
+        return Hold("blocked", "blocked: the message contains forbidden phrases; a human will review it",
+                    escalated=True)
+    if suppressions.is_suppressed(ctx.run.organization_id, channel=channel, address=recipient):
+        record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "suppressed", "recipient": recipient})
+        return Hold("blocked", f"blocked: the {channel} address opted out or bounced; do not contact it")
+    org_tz = ctx.run.organization.default_timezone
+    deferred = policy.check_send_window(ctx.plan, contact_tz=contact.timezone, org_tz=org_tz, now=ctx.now,
+                                        run_id=ctx.run_id)
+    if deferred is not None:
+        record(ctx, JournalKind.POLICY_BLOCK,
+               {"tool": tool, "rule": "send_window", "deferred_until": deferred.isoformat()})
+        return Hold("deferred", f"deferred until {deferred.isoformat()}: outside the contact's send window",
+                    deferred_until=deferred)
+    capped = cap_deferral(ctx, recipient=recipient, contact=contact)
+    if capped is not None:
+        until, rule = capped
+        record(ctx, JournalKind.POLICY_BLOCK,
+               {"tool": tool, "rule": "per_contact_cap", "cap": rule, "recipient": recipient,
+                "deferred_until": until.isoformat()})
+        return Hold("deferred", f"deferred until {until.isoformat()}: the contact's {rule} message cap is reached",
+                    deferred_until=until)
+    return None
+
+
+def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact) -> tuple[datetime, str] | None:
+    """(when the cap frees up, which cap) when another send to `recipient` would exceed a cap, else None.
+
+    Caps count the organization's sends to the recipient (every run, rolling
+    windows on the run's clock): one person gets at most per_day messages a
+    day from the organization, however many agents chase them.
+    """
+    caps = (ctx.plan.get("compliance") or {}).get("per_contact_caps") or {}
+    limits = [(name, int(caps[name]), span) for name, span in CAP_WINDOWS if caps.get(name)]
+    if not limits:
+        return None
+    longest = max(span for _, _, span in limits)
+    times = outbox.recent_send_times(ctx.run.organization_id, recipient=recipient, since=ctx.now - longest,
+                                     sim=ctx.run.sim)
+    free_at, rule = None, ""
+    for name, limit, span in limits:
+        inside = [at for at in times if at > ctx.now - span]
+        if len(inside) >= limit:
+            # The window holds `limit - 1` sends once this one ages out.
+            candidate = inside[len(inside) - limit] + span
+            if free_at is None or candidate > free_at:
+                free_at, rule = candidate, name
+    if free_at is None:
+        return None
+    tz = policy.resolve_timezone(ctx.plan, contact_tz=contact.timezone, org_tz=ctx.run.organization.default_timezone)
+    return policy.clamp_defer(ctx.plan, requested=free_at, now=ctx.now, tz=tz, run_id=ctx.run_id), rule

@@ -1,0 +1,147 @@
+"""The outbox: one row per intended send, found again by its key. The only module writing OutboxMessage
+(besides escalations.resolve settling an uncertain row a human decided).
+
+The key comes from runtime state only (DESIGN §6 Tools), so a re-executed
+episode finds the row its first attempt wrote, and the row's payload (not a
+rewritten one) is what goes out. Every write runs under the lease fence and
+re-reads the row locked, so a transition is applied only from the state the
+caller saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+
+from runs import escalations
+from runs.context import EpisodeContext
+from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus
+
+# Rows that reached (or may have reached) the recipient: what per-contact caps count.
+COUNTED_STATUSES = (OutboxStatus.SENDING, OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
+UNCERTAIN_OPTIONS = ("it was sent", "it was not sent")
+
+
+def normalize_recipient(channel: str, contact: Contact) -> str:
+    """The contact's address on `channel`, normalized so one person has one key; '' when it has none."""
+    if channel == "email":
+        return contact.email.strip().lower()
+    if channel in ("sms", "voice"):
+        digits = re.sub(r"[^\d]", "", contact.phone)
+        return f"+{digits}" if digits else ""
+    if channel == "slack":
+        return contact.slack_user.strip()
+    return ""
+
+
+def idem_key(*, run_id: int, episode_id: int, task_key: str, tool: str, recipient: str, ordinal: int) -> str:
+    parts = (str(run_id), str(episode_id), task_key, tool, recipient, str(ordinal))
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def find(key: str) -> OutboxMessage | None:
+    return OutboxMessage.objects.filter(idem_key=key).first()
+
+
+def pending_for(run_id: int) -> list[OutboxMessage]:
+    """The run's rows waiting to be sent (a transient failure, or a human said "it was not sent"), oldest first."""
+    return list(OutboxMessage.objects.filter(run_id=run_id, status=OutboxStatus.PENDING).order_by("created_at", "id"))
+
+
+def recent_send_times(organization_id: int, *, recipient: str, since: datetime, sim: bool) -> list[datetime]:
+    """When the organization's runs sent (or may have sent) to `recipient` since `since`, oldest first.
+
+    Simulated and real runs are counted apart: a simulation's virtual clock and
+    its personas say nothing about what a real person received.
+    """
+    rows = OutboxMessage.objects.filter(
+        run__organization_id=organization_id, run__sim=sim, recipient=recipient, status__in=COUNTED_STATUSES,
+        created_at__gt=since,
+    )
+    return sorted(rows.values_list("created_at", flat=True))
+
+
+def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
+             ordinal: int, payload: dict) -> OutboxMessage:
+    """The row for `key`, created pending when new; an existing row keeps its first payload."""
+    with ctx.fence():
+        message, _ = OutboxMessage.objects.get_or_create(
+            idem_key=key,
+            defaults={"run_id": ctx.run_id, "episode_id": ctx.episode.pk, "task_key": task_key, "tool": tool,
+                      "channel": channel, "recipient": recipient, "ordinal": ordinal, "payload": payload,
+                      "created_at": ctx.now},
+        )
+    return message
+
+
+def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | None:
+    """pending|sending → sending with one more attempt; None when the row moved on (nothing to send)."""
+    with ctx.fence():
+        locked = _locked(message)
+        if locked.status not in (OutboxStatus.PENDING, OutboxStatus.SENDING):
+            return None
+        locked.begin_send()
+        locked.save(update_fields=["status", "attempts"])
+    return locked
+
+
+def record_sent(ctx: EpisodeContext, message: OutboxMessage, *, provider_message_id: str) -> OutboxMessage:
+    with ctx.fence():
+        locked = _locked(message)
+        if locked.status != OutboxStatus.SENT:
+            locked.mark_sent()
+            locked.provider_message_id = (provider_message_id or "")[:200]
+            locked.sent_at = ctx.now
+            locked.error = ""
+            locked.save(update_fields=["status", "provider_message_id", "sent_at", "error"])
+    return locked
+
+
+def record_failed(ctx: EpisodeContext, message: OutboxMessage, *, error: str) -> OutboxMessage:
+    """Failed for good: a permanent provider error or a suppressed recipient. Never retried."""
+    with ctx.fence():
+        locked = _locked(message)
+        if locked.status in (OutboxStatus.PENDING, OutboxStatus.SENDING):
+            locked.mark_failed()
+            locked.error = error[:4000]
+            locked.save(update_fields=["status", "error"])
+    return locked
+
+
+def record_not_sent(ctx: EpisodeContext, message: OutboxMessage, *, error: str) -> OutboxMessage:
+    """Back to pending: the provider confirmed it never got the message; a later attempt sends it."""
+    with ctx.fence():
+        locked = _locked(message)
+        if locked.status == OutboxStatus.SENDING:
+            locked.mark_not_sent()
+            locked.error = error[:4000]
+            locked.save(update_fields=["status", "error"])
+    return locked
+
+
+def record_uncertain(ctx: EpisodeContext, message: OutboxMessage, *, error: str) -> OutboxMessage:
+    """Nobody can say whether it went out: `uncertain` and one escalation; the run waits for a human.
+
+    Row and escalation are written in one fenced transaction, so an uncertain
+    row always has its question open.
+    """
+    with ctx.fence() as run:
+        locked = _locked(message)
+        if locked.status != OutboxStatus.SENDING:
+            return locked
+        locked.mark_uncertain()
+        locked.error = error[:4000]
+        locked.save(update_fields=["status", "error"])
+        escalations.open_escalation(
+            run, kind=EscalationKind.UNCERTAIN_SEND, episode=ctx.episode, outbox_message=locked,
+            options=UNCERTAIN_OPTIONS,
+            prompt=(f"A {locked.channel} message to {locked.recipient} may or may not have been sent: {error}. "
+                    "Check the provider's records and say which."),
+            context={"outbox_message_id": locked.pk, "tool": locked.tool, "payload": locked.payload},
+        )
+    return locked
+
+
+def _locked(message: OutboxMessage) -> OutboxMessage:
+    return OutboxMessage.objects.select_for_update(no_key=True).get(pk=message.pk)

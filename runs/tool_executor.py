@@ -1,0 +1,267 @@
+"""The ToolExecutor: every outbound side effect goes policy → guardrail → outbox row → provider → record.
+
+DESIGN principle 4. The idempotency key comes from runtime state; a
+re-executed episode finds its row and recovers instead of sending again:
+`sent` adopts; `pending` sends; `sending` (a crash after the call began)
+asks the connector whether the key went out: found adopts, "not sent"
+sends, "cannot say" marks the row `uncertain` and asks a human (never a
+second send). The provider call runs outside any transaction: the row goes
+to `sending` in one fenced write and to `sent` in another.
+
+A simulated run never reaches a real provider: whatever identities its
+organization has, it sends through the sandbox connector.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from connectors import message_ids, registry, suppressions
+from connectors.base import Connector, ConnectorError, OutboundMessage
+from connectors.models import Channel, Identity, SuppressionReason
+from runs import compliance, faults, guardrails, outbox, policy
+from runs.context import EpisodeContext
+from runs.models import Contact, Episode, EpisodeKind, EscalationKind, JournalKind, OutboxMessage, OutboxStatus
+from runs.tools import escalate, record
+
+logger = logging.getLogger(__name__)
+
+# Twilio: the recipient replied STOP. Suppressed for the whole organization, like an inbound STOP.
+OPTED_OUT_CODES = {"21610"}
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    """What happened to one send. status: sent | deferred | blocked | failed | uncertain | unavailable."""
+
+    status: str
+    message: str = ""
+    outbox_id: int | None = None
+    provider_message_id: str = ""
+    # True when an earlier attempt had already sent it (or the provider confirmed it): nothing went out now.
+    adopted: bool = False
+    deferred_until: datetime | None = None
+    # An escalation is open for it; the run waits for a human.
+    escalated: bool = False
+
+
+class SendRetry(Exception):
+    """The provider refused for now before taking the message (429, connection refused).
+
+    The row is back to `pending`; the episode fails and the worker retries it
+    with a backoff, and the retry sends the same row.
+    """
+
+
+def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, payload: dict, task_key: str,
+            ordinal: int) -> SendOutcome:
+    """Send once per key. Raises SendRetry (transient refusal), ModelError (guardrail model), LeaseLost."""
+    recipient = outbox.normalize_recipient(channel, contact)
+    key = outbox.idem_key(run_id=ctx.run_id, episode_id=ctx.episode.pk, task_key=task_key, tool=tool,
+                          recipient=recipient, ordinal=ordinal)
+    message = outbox.find(key)
+    if message is None:
+        # Checks apply to new sends only: a row an earlier attempt wrote was decided then and is recovered as is.
+        payload = compliance.with_opt_out(ctx.plan, tool=tool, channel=channel, payload=payload)
+        hold = compliance.check(ctx, tool=tool, channel=channel, recipient=recipient, contact=contact,
+                                payload=payload)
+        if hold is not None:
+            return SendOutcome(hold.status, hold.message, deferred_until=hold.deferred_until, escalated=hold.escalated)
+        blocked = _guardrail(ctx, tool=tool, channel=channel, recipient=recipient, payload=payload)
+        if blocked is not None:
+            return blocked
+        if connector_for(ctx, channel) is None:
+            return _unavailable(ctx, tool=tool, channel=channel)
+        message = outbox.open_row(ctx, key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key,
+                                  ordinal=ordinal, payload=payload)
+    return deliver(ctx, message)
+
+
+def deliver(ctx: EpisodeContext, message: OutboxMessage) -> SendOutcome:
+    """Bring one outbox row to a settled state, sending at most what is needed (the recovery table above)."""
+    if message.status == OutboxStatus.SENT:
+        return _sent(message, adopted=True)
+    if message.status == OutboxStatus.FAILED:
+        return SendOutcome("failed", f"the {message.channel} message could not be delivered: {message.error}",
+                           outbox_id=message.pk)
+    if message.status == OutboxStatus.UNCERTAIN:
+        return _uncertain(message)
+    connector = connector_for(ctx, message.channel)
+    if connector is None:
+        return _unavailable(ctx, tool=message.tool, channel=message.channel)
+    outbound = build_message(ctx, message)
+    if message.status == OutboxStatus.SENDING:
+        settled = _recover(ctx, message, connector=connector, outbound=outbound)
+        if settled is not None:
+            return settled
+    if suppressions.is_suppressed(ctx.run.organization_id, channel=message.channel, address=message.recipient):
+        # Suppressed since the send was decided (a STOP came in): it never goes out.
+        failed = outbox.record_failed(ctx, message, error="the recipient is suppressed")
+        return SendOutcome("blocked", f"blocked: the {message.channel} address opted out or bounced",
+                           outbox_id=failed.pk)
+    return _send(ctx, message, connector=connector, outbound=outbound)
+
+
+def flush_pending(ctx: EpisodeContext) -> list[SendOutcome]:
+    """Send the run's pending rows before the episode's own work (a human said "it was not sent").
+
+    A row waits while its contact's send window is closed; the next episode
+    tries again. Raises SendRetry like `execute`.
+    """
+    outcomes = []
+    for message in outbox.pending_for(ctx.run_id):
+        if _window_closed(ctx, message):
+            continue
+        outcome = deliver(ctx, message)
+        record(ctx, JournalKind.NOTE, {"runtime": True, "text": f"pending {message.channel} message: {outcome.status}",
+                                       "outbox_id": message.pk, "status": outcome.status})
+        outcomes.append(outcome)
+    return outcomes
+
+
+def connector_for(ctx: EpisodeContext, channel: str) -> Connector | None:
+    """The organization's active identity's connector for `channel`; a sandbox one for simulated runs.
+
+    None when a real run's organization has no identity on the channel.
+    """
+    identities = Identity.objects.filter(organization_id=ctx.run.organization_id, channel=channel, active=True)
+    # Real identities first: a sandbox identity serves only organizations that have nothing else.
+    identity = identities.order_by("sandbox", "id").first()
+    if ctx.run.sim:
+        # Never a real connector (nor its secrets) for a simulation, whatever identity exists.
+        identity = identity or Identity(organization_id=ctx.run.organization_id, channel=channel,
+                                        address=f"sandbox:{channel}", sandbox=True)
+        return registry.connector_class(Channel.SANDBOX)(identity, secrets={})
+    if identity is None:
+        return None
+    return registry.connector_for(identity)
+
+
+def build_message(ctx: EpisodeContext, message: OutboxMessage) -> OutboundMessage:
+    """The provider message for a row: always from the row's payload, so a resend is the same message."""
+    payload = message.payload
+    body = payload.get("body") or payload.get("text") or payload.get("brief") or ""
+    in_reply_to, references = _thread(ctx.run_id, channel=message.channel, episode_id=message.episode_id)
+    return OutboundMessage(
+        idem_key=message.idem_key, channel=message.channel, to=message.recipient, body=body,
+        subject=payload.get("subject"), brief=payload.get("brief"), in_reply_to=in_reply_to, references=references,
+        run_token=message_ids.reply_token(ctx.run_id) if message.channel == Channel.EMAIL else None,
+        metadata={"run_id": ctx.run_id, "outbox_id": message.pk}, sent_at=ctx.now,
+    )
+
+
+def _thread(run_id: int, *, channel: str, episode_id: int) -> tuple[str | None, list[str]]:
+    """(In-Reply-To, References) answering the run's last inbound message on `channel` up to the row's episode.
+
+    Inbound payloads carry `message_id`/`references` (or the raw `headers`) for
+    email and `thread_ref` ("<channel>:<ts>") for Slack. Bounded by the row's
+    episode, so a resend after a crash threads exactly as the first try did.
+    """
+    if channel not in (Channel.EMAIL, Channel.SLACK):
+        return None, []
+    upto = Episode.objects.filter(pk=episode_id).values_list("seq", flat=True).first() or 0
+    inbound = Episode.objects.filter(run_id=run_id, kind=EpisodeKind.INBOUND, seq__lte=upto,
+                                     payload__channel=channel).order_by("-seq").values_list("payload", flat=True)
+    for payload in inbound[:20]:
+        if channel == Channel.SLACK:
+            if payload.get("thread_ref"):
+                return payload["thread_ref"], []
+            continue
+        headers = payload.get("headers") or {}
+        message_id = payload.get("message_id") or headers.get("Message-ID")
+        if not message_id:
+            continue
+        references = list(payload.get("references") or message_ids.split_references(headers.get("References")))
+        if message_id not in references:
+            references.append(message_id)
+        return message_id, references
+    return None, []
+
+
+def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
+          outbound: OutboundMessage) -> SendOutcome:
+    sending = outbox.begin_send(ctx, message)
+    if sending is None:  # settled meanwhile (a human resolved it): read it again
+        return deliver(ctx, OutboxMessage.objects.get(pk=message.pk))
+    faults.point("before_provider_call")
+    try:
+        result = connector.send(outbound)
+    except ConnectorError as failure:
+        return _failed_call(ctx, sending, failure, connector=connector, outbound=outbound)
+    faults.point("after_provider_call")
+    sent = outbox.record_sent(ctx, sending, provider_message_id=result.provider_message_id)
+    faults.point("after_record")
+    return _sent(sent, adopted=False)
+
+
+def _recover(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
+             outbound: OutboundMessage) -> SendOutcome | None:
+    """A row left `sending`: ask the provider. None means "confirmed not sent": send it."""
+    looked = connector.lookup(outbound, sent_after=message.created_at)
+    if looked.found:
+        return _sent(outbox.record_sent(ctx, message, provider_message_id=looked.provider_message_id or ""),
+                     adopted=True)
+    if looked.found is None:
+        return _uncertain(outbox.record_uncertain(ctx, message, error="the provider could not say whether it was sent"))
+    return None
+
+
+def _failed_call(ctx: EpisodeContext, message: OutboxMessage, failure: ConnectorError, *, connector: Connector,
+                 outbound: OutboundMessage) -> SendOutcome:
+    error = f"{failure.code or 'error'}: {failure}"
+    if failure.permanent:
+        failed = outbox.record_failed(ctx, message, error=error)
+        if failure.code in OPTED_OUT_CODES:
+            suppressions.suppress(ctx.run.organization, channel=message.channel, address=message.recipient,
+                                  reason=SuppressionReason.STOP)
+        record(ctx, JournalKind.POLICY_BLOCK, {"tool": message.tool, "rule": "provider_refused", "code": failure.code,
+                                               "error": str(failure), "outbox_id": message.pk})
+        return SendOutcome("failed", f"the {message.channel} message could not be delivered ({error}); "
+                           "do not retry it on this channel", outbox_id=failed.pk)
+    if failure.outcome_unknown:
+        # The request may have reached the provider: the same as a crash after the call began.
+        recovered = _recover(ctx, message, connector=connector, outbound=outbound)
+        if recovered is not None:
+            return recovered
+    outbox.record_not_sent(ctx, message, error=error)
+    logger.warning("run %s: %s send %s refused for now: %s", ctx.run_id, message.channel, message.pk, error)
+    raise SendRetry(f"{message.channel} send {message.pk} refused for now ({error})")
+
+
+def _guardrail(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, payload: dict) -> SendOutcome | None:
+    verdict = guardrails.review(ctx, tool=tool, channel=channel, recipient=recipient, payload=payload)
+    if verdict.model or not verdict.allowed:
+        record(ctx, JournalKind.GUARDRAIL, {"tool": tool, "allowed": verdict.allowed, "rule": verdict.rule,
+                                            "reason": verdict.reason, "model": verdict.model})
+    if verdict.allowed:
+        return None
+    escalate(ctx, kind=EscalationKind.GUARDRAIL_BLOCK, options=["send it anyway", "do not send"],
+             prompt=f"A {channel} message was blocked by the guardrail ({verdict.rule}): {verdict.reason}",
+             context={"tool": tool, "recipient": recipient, "payload": payload, "rule": verdict.rule,
+                      "model": verdict.model})
+    return SendOutcome("blocked", f"blocked by the guardrail ({verdict.rule}); a human will review it",
+                       escalated=True)
+
+
+def _unavailable(ctx: EpisodeContext, *, tool: str, channel: str) -> SendOutcome:
+    record(ctx, JournalKind.NOTE, {"runtime": True, "tool": tool, "text": f"no active {channel} identity"})
+    return SendOutcome("unavailable", f"the organization has no {channel} sender set up; try another channel")
+
+
+def _window_closed(ctx: EpisodeContext, message: OutboxMessage) -> bool:
+    contact = next((c for c in ctx.contacts if outbox.normalize_recipient(message.channel, c) == message.recipient),
+                   None)
+    return policy.check_send_window(ctx.plan, contact_tz=contact.timezone if contact else "",
+                                    org_tz=ctx.run.organization.default_timezone, now=ctx.now,
+                                    run_id=ctx.run_id) is not None
+
+
+def _sent(message: OutboxMessage, *, adopted: bool) -> SendOutcome:
+    return SendOutcome("sent", outbox_id=message.pk, provider_message_id=message.provider_message_id, adopted=adopted)
+
+
+def _uncertain(message: OutboxMessage) -> SendOutcome:
+    return SendOutcome("uncertain", f"nobody can tell whether the {message.channel} message went out; a human "
+                       "will check, do not send it again", outbox_id=message.pk, escalated=True)

@@ -1,0 +1,203 @@
+"""Simulate a version's eval cases and keep the result: Simulation rows, and Scorecards the gate reads.
+
+The cases that count for a version are its golden cases (`compiled["evals"]`)
+plus the agent's approved generated cases. Only a run over all of them makes
+a Scorecard; a run of chosen cases (`simulate --case`) is kept as a
+Simulation but proves nothing for publishing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from agents.models import AgentVersion, Organization
+from simulator import sim_org
+from simulator.models import EvalCase, EvalCaseKind, EvalCaseStatus, Scorecard, Simulation, SimulationStatus
+
+logger = logging.getLogger(__name__)
+
+# progress(case_index, case_count, case_name, fraction of that case done)
+Progress = Callable[[int, int, str, float], None]
+
+
+class SimulationError(Exception):
+    """The version cannot be simulated (invalid config, unknown case)."""
+
+
+def cases_for(version: AgentVersion) -> list[dict]:
+    """Every case that counts for `version`, golden first; each a compiled `evals` entry plus `kind`."""
+    golden = [{**case, "kind": EvalCaseKind.GOLDEN} for case in (version.compiled or {}).get("evals", [])]
+    names = {case["name"] for case in golden}
+    approved = EvalCase.objects.filter(agent_id=version.agent_id, status=EvalCaseStatus.APPROVED).filter(
+        Q(version__isnull=True) | Q(version=version)
+    )
+    # A golden case of the same name wins: the version's own config is the more specific truth.
+    generated = [{**case.spec, "name": case.name, "kind": case.kind} for case in approved if case.name not in names]
+    return golden + generated
+
+
+def select_cases(version: AgentVersion, *, names: list[str] | None) -> list[dict]:
+    """The named cases (all when `names` is None); SimulationError names the valid choices for a typo."""
+    cases = cases_for(version)
+    if names is None:
+        return cases
+    by_name = {case["name"]: case for case in cases}
+    unknown = [name for name in names if name not in by_name]
+    if unknown:
+        choices = ", ".join(by_name) or "none"
+        raise SimulationError(f"unknown case {', '.join(unknown)} for {version}; choose from: {choices}")
+    return [by_name[name] for name in names]
+
+
+def run(
+    version: AgentVersion,
+    *,
+    cases: list[dict],
+    organization: Organization | None = None,
+    seed: int = 0,
+    weeks: int | None = None,
+    progress: Progress | None = None,
+) -> Simulation:
+    """Simulate `cases` one after another; returns the finished Simulation with each case's result dict.
+
+    A case the engine crashes on counts as failed (with the error as its
+    reason) and marks the simulation `error`, so a broken engine never
+    produces a passing scorecard.
+    """
+    if not version.is_valid:
+        raise SimulationError(f"{version} has config errors; fix them before simulating")
+    sim_organization = sim_org.organization_for(organization)
+    simulation = Simulation.objects.create(
+        version=version, organization=sim_organization, seed=seed, weeks=weeks, status=SimulationStatus.RUNNING
+    )
+    results, crashed = [], False
+    for index, case in enumerate(cases):
+        result = _run_case(version, case, organization=sim_organization, seed=seed, weeks=weeks,
+                           progress=_case_progress(progress, index=index, count=len(cases), name=case["name"]))
+        crashed |= result.pop("crashed", False)
+        results.append(result)
+    if progress is not None:
+        progress(len(cases), len(cases), "", 1.0)
+    passed = bool(results) and all(result["passed"] for result in results)
+    simulation.status = SimulationStatus.ERROR if crashed else (
+        SimulationStatus.PASSED if passed else SimulationStatus.FAILED
+    )
+    simulation.results = results
+    simulation.finished_at = timezone.now()
+    simulation.save(update_fields=["status", "results", "finished_at"])
+    return simulation
+
+
+def score(
+    version: AgentVersion,
+    *,
+    organization: Organization | None = None,
+    seed: int = 0,
+    weeks: int | None = None,
+    progress: Progress | None = None,
+) -> Scorecard:
+    """Simulate every case that counts for `version` and save the Scorecard the gate will read."""
+    simulation = run(version, cases=cases_for(version), organization=organization, seed=seed, weeks=weeks,
+                     progress=progress)
+    summary = build(simulation.results, weeks=weeks)
+    return Scorecard.objects.create(
+        version=version, config_hash=version.config_hash, passed=summary["passed"], cases=summary["cases"],
+        metrics=summary["metrics"], seed=seed, simulation=simulation,
+    )
+
+
+def build(results: list[dict], *, weeks: int | None = None) -> dict:
+    """Scorecard fields from case result dicts: {passed, cases, metrics}. No cases is a failure: nothing was shown."""
+    cases = [
+        {key: result.get(key) for key in ("name", "kind", "passed", "reasons", "metrics", "run_id")}
+        for result in results
+    ]
+    metrics = aggregate([case["metrics"] or {} for case in cases])
+    metrics.update(cases=len(cases), passed=sum(1 for case in cases if case["passed"]), weeks=weeks)
+    metrics["failed"] = metrics["cases"] - metrics["passed"]
+    passed = bool(cases) and metrics["failed"] == 0
+    if not cases:
+        metrics["reason"] = "no eval cases: add golden cases under `evals` or approve generated ones"
+    return {"passed": passed, "cases": cases, "metrics": metrics}
+
+
+def aggregate(per_case: list[dict]) -> dict:
+    """Totals over the cases' metrics; `days_to_done` becomes the mean over the cases that finished."""
+    totals: dict[str, Any] = {}
+    for key in ("messages", "escalations", "tokens", "episodes", "policy_violations", "quiet_hour_sends",
+                "duplicate_sends"):
+        totals[key] = sum(int(metrics.get(key) or 0) for metrics in per_case)
+    totals["cost_usd"] = round(sum(float(metrics.get("cost_usd") or 0) for metrics in per_case), 6)
+    days = [metrics["days_to_done"] for metrics in per_case if metrics.get("days_to_done") is not None]
+    totals["mean_days_to_done"] = round(sum(days) / len(days), 2) if days else None
+    return totals
+
+
+def as_dict(scorecard: Scorecard) -> dict:
+    """The scorecard as the API, the gate and `simulate --json` show it."""
+    version = scorecard.version
+    return {
+        "id": scorecard.pk,
+        "agent": version.agent.slug,
+        "version": version.number,
+        "version_id": version.pk,
+        "config_hash": scorecard.config_hash,
+        "passed": scorecard.passed,
+        "seed": scorecard.seed,
+        "created_at": scorecard.created_at.isoformat(),
+        "metrics": scorecard.metrics,
+        "cases": scorecard.cases,
+    }
+
+
+def latest(version: AgentVersion, *, config_hash: str | None = None) -> Scorecard | None:
+    """The newest scorecard of `version` for `config_hash` (default: the version's current hash)."""
+    config_hash = version.config_hash if config_hash is None else config_hash
+    return (
+        Scorecard.objects.filter(version=version, config_hash=config_hash)
+        .select_related("version__agent")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def _run_case(version: AgentVersion, case: dict, *, organization: Organization, seed: int, weeks: int | None,
+              progress: Callable[..., None] | None) -> dict:
+    from simulator import engine  # imported on use: the engine pulls in the whole runtime
+
+    spec = {key: value for key, value in case.items() if key != "kind"}
+    try:
+        result = engine.run_case(version, spec, organization=organization, seed=seed, weeks=weeks, progress=progress)
+    except Exception as error:  # noqa: BLE001 - one broken case must not hide the others' results
+        logger.exception("simulation of %s case %s crashed", version, case["name"])
+        return {"name": case["name"], "kind": case.get("kind"), "passed": False, "crashed": True,
+                "reasons": [f"simulation error: {type(error).__name__}: {error}"], "metrics": {},
+                "run_id": None, "timeline": []}
+    return {**result.as_dict(), "kind": case.get("kind")}
+
+
+def _case_progress(progress: Progress | None, *, index: int, count: int, name: str) -> Callable[..., None] | None:
+    """Adapt the engine's per-case callback to (index, count, name, fraction)."""
+    if progress is None:
+        return None
+
+    def report(*args: Any, **kwargs: Any) -> None:
+        progress(index, count, name, _fraction(*args, **kwargs))
+
+    progress(index, count, name, 0.0)
+    return report
+
+
+def _fraction(*args: Any, **kwargs: Any) -> float:
+    # Accepts progress(fraction) or progress(done, total), positionally or by name.
+    numbers = [value for value in (*args, *kwargs.values()) if isinstance(value, int | float)]
+    if len(numbers) >= 2 and numbers[1]:
+        return max(0.0, min(1.0, numbers[0] / numbers[1]))
+    if numbers:
+        return max(0.0, min(1.0, float(numbers[0])))
+    return 0.0

@@ -1,0 +1,59 @@
+import pytest
+from django.contrib.auth.models import User
+
+from runs import leases
+from runs.models import Episode, EscalationKind, Run
+from tests.factories import deployed_agent
+
+pytestmark = pytest.mark.django_db
+
+VENDOR = {"role": "vendor", "name": "Vera", "email": "vera@example.com", "timezone": "Europe/Paris"}
+
+
+@pytest.fixture
+def staff_client(client):
+    user = User.objects.create_superuser("ops", "ops@example.com", "pw")
+    client.force_login(user)
+    return client
+
+
+def _run() -> Run:
+    from runs import starts
+
+    organization, deployment = deployed_agent()
+    return starts.start_run(organization, deployment=deployment, goal="Collect the W-9", contacts=[VENDOR])
+
+
+def test_run_pages_render_read_only_with_a_timeline(staff_client):
+    run = _run()
+    for url in ("/admin/runs/run/", f"/admin/runs/run/{run.pk}/change/", f"/admin/runs/run/{run.pk}/timeline/",
+                "/admin/runs/episode/", "/admin/runs/journalentry/", "/admin/runs/outboxmessage/",
+                "/admin/runs/escalation/"):
+        assert staff_client.get(url).status_code == 200, url
+    page = staff_client.get(f"/admin/runs/run/{run.pk}/timeline/").content.decode()
+    assert "start #1" in page
+    assert staff_client.get("/admin/runs/run/?q=vera@example.com").context["cl"].result_count == 1
+
+
+def test_an_escalation_is_answered_from_its_admin_page(staff_client):
+    from runs import escalations
+
+    run = _run()
+    epoch = leases.claim(run.pk, owner="w")
+    with leases.fence(run.pk, epoch=epoch) as locked:
+        escalation = escalations.open_escalation(locked, kind=EscalationKind.QUESTION, prompt="Which address?")
+    leases.release(run.pk, epoch=epoch)
+
+    response = staff_client.post(f"/admin/runs/escalation/{escalation.pk}/change/", {"answer": "the new one"})
+
+    assert response.status_code == 302
+    escalation.refresh_from_db()
+    assert (escalation.status, escalation.answer, escalation.answered_via) == ("answered", "the new one", "admin")
+    assert Episode.objects.filter(run=run, kind="human_answer").count() == 1
+
+
+def test_cancel_action_cancels_open_runs(staff_client):
+    run = _run()
+    response = staff_client.post("/admin/runs/run/", {"action": "cancel_runs", "_selected_action": [run.pk]})
+    assert response.status_code == 302
+    assert Run.objects.get(pk=run.pk).status == "cancelled"
