@@ -15,7 +15,7 @@ from django.utils.html import format_html
 
 from agents import api_keys, versions
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
-from simulator import gate
+from simulator import gate, scorecards
 
 
 class SuperuserDeleteMixin:
@@ -176,7 +176,7 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
     list_filter = ["status", "agent"]
     list_select_related = ["agent"]
     search_fields = ["agent__slug"]
-    actions = ["validate", "publish", "retire"]
+    actions = ["validate", "simulate", "publish", "retire"]
 
     def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
         if obj is None:
@@ -255,6 +255,19 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
             else:
                 problems = "; ".join(str(error) for error in result.errors)
                 self.message_user(request, f"{version}: {len(result.errors)} error(s): {problems}", messages.ERROR)
+
+    @admin.action(description="Simulate (save a scorecard for the gate)", permissions=["change"])
+    def simulate(self, request: HttpRequest, queryset) -> None:
+        for version in queryset.select_related("agent"):
+            try:
+                card = scorecards.score(version)
+            except scorecards.SimulationError as refused:
+                self.message_user(request, f"{version}: {refused}", messages.ERROR)
+                continue
+            failed = [case["name"] for case in card.cases if not case["passed"]]
+            verdict = "passed" if card.passed else f"FAILED ({', '.join(failed) or card.metrics.get('reason')})"
+            self.message_user(request, f"{version}: scorecard #{card.pk} {verdict}, {len(card.cases)} case(s).",
+                              messages.SUCCESS if card.passed else messages.ERROR)
 
     @admin.action(description="Publish (through the gate)", permissions=["change"])
     def publish(self, request: HttpRequest, queryset) -> None:

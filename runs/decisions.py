@@ -28,6 +28,7 @@ from runs.models import (
 
 
 def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> None:
+    """Complete the run when every required task is done; otherwise schedule what the policy says, or wait."""
     if _required_tasks_done(run):
         end_run(run, status=RunStatus.COMPLETED, outcome="All required tasks are done.")
         return

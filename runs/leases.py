@@ -1,7 +1,8 @@
 """One writer per run: claim, heartbeat, fence, release (DESIGN §5).
 
-Leases run on the database's clock (`now()` in SQL) so that workers with
-skewed clocks agree. Every write of an episode goes through `fence`, which
+Leases run on the database's clock so that workers with skewed clocks agree:
+`statement_timestamp()`, not `now()`, which stays fixed for a whole
+transaction and would be stale inside a caller's longer one. Every write of an episode goes through `fence`, which
 locks the run row and checks the epoch first: a worker that lost its lease
 (paused, partitioned, reaped) writes nothing.
 """
@@ -30,8 +31,8 @@ def claim(run_id: int, *, owner: str) -> int | None:
             """
             UPDATE runs_run
                SET lease_owner = %s, lease_epoch = lease_epoch + 1,
-                   lease_expires_at = now() + make_interval(secs => %s)
-             WHERE id = %s AND (lease_owner IS NULL OR lease_expires_at < now())
+                   lease_expires_at = statement_timestamp() + make_interval(secs => %s)
+             WHERE id = %s AND (lease_owner IS NULL OR lease_expires_at < statement_timestamp())
          RETURNING lease_epoch
             """,
             [owner, settings.LUCIA_LEASE_SECONDS, run_id],
@@ -45,7 +46,7 @@ def renew(run_id: int, *, epoch: int) -> bool:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             """
-            UPDATE runs_run SET lease_expires_at = now() + make_interval(secs => %s)
+            UPDATE runs_run SET lease_expires_at = statement_timestamp() + make_interval(secs => %s)
              WHERE id = %s AND lease_epoch = %s AND lease_owner IS NOT NULL
             """,
             [settings.LUCIA_LEASE_SECONDS, run_id, epoch],

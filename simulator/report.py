@@ -75,7 +75,8 @@ def table(cases: list[dict]) -> list[str]:
 def verdict(scorecard: dict) -> str:
     metrics = scorecard.get("metrics") or {}
     word = "PASSED" if scorecard.get("passed") else "FAILED"
-    line = f"{scorecard['agent']} v{scorecard['version']}: {word} ({metrics.get('passed', 0)}/{metrics.get('cases', 0)})"
+    count = f"{metrics.get('passed', 0)}/{metrics.get('cases', 0)} cases"
+    line = f"{scorecard['agent']} v{scorecard['version']}: {word} ({count})"
     if metrics.get("reason"):
         line += f": {metrics['reason']}"
     return line

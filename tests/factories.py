@@ -194,3 +194,19 @@ def _real_now():
     from django.utils import timezone
 
     return timezone.now()
+
+
+# --- Simulator: scorecards the publish gate reads ------------------------------------------------------------------
+
+
+def scorecard_for(version, *, passed: bool = True, config_hash: str | None = None, cases: list[dict] | None = None):
+    """A stored Scorecard for `version` (default: its current config hash), without simulating anything."""
+    from simulator.models import Scorecard
+
+    if cases is None:
+        cases = [{"name": "golden-case", "kind": "golden", "passed": passed,
+                  "reasons": [] if passed else ["expected escalated=true, got false"], "metrics": {}, "run_id": None}]
+    return Scorecard.objects.create(
+        version=version, config_hash=version.config_hash if config_hash is None else config_hash, passed=passed,
+        cases=cases, metrics={"cases": len(cases), "passed": sum(1 for case in cases if case["passed"])},
+    )

@@ -36,3 +36,9 @@ def test_q_timeout_must_be_below_retry(monkeypatch):
         importlib.reload(site_settings)
     monkeypatch.undo()
     importlib.reload(site_settings)
+
+
+@pytest.mark.django_db
+def test_healthz_says_when_no_worker_has_dispatched(client):
+    worker = client.get("/healthz/").json()["checks"]["worker"]
+    assert worker.startswith("no worker has run the dispatcher")

@@ -8,7 +8,15 @@ from django.urls import reverse
 
 from agents import api_keys, versions
 from agents.models import Agent, AgentVersion, Deployment, VersionStatus
-from tests.factories import AgentFactory, OrganizationFactory, agent_source, draft_version, published_version
+from simulator.models import Scorecard
+from tests.factories import (
+    AgentFactory,
+    OrganizationFactory,
+    agent_source,
+    draft_version,
+    published_version,
+    scorecard_for,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -93,6 +101,7 @@ def test_adding_a_version_creates_the_next_draft_from_the_latest_source(staff_cl
 
 def test_publish_action_publishes_a_valid_draft_through_the_gate(staff_client):
     draft = draft_version()
+    scorecard_for(draft)
 
     response = staff_client.post(
         reverse("admin:agents_agentversion_changelist"),
@@ -117,8 +126,36 @@ def test_publish_action_refuses_an_invalid_draft_and_says_why(staff_client):
     assert "publish refused" in response.content.decode()
 
 
+def test_publish_action_without_a_scorecard_is_refused_by_the_gate(staff_client):
+    draft = draft_version()
+
+    response = staff_client.post(
+        reverse("admin:agents_agentversion_changelist"),
+        {"action": "publish", "_selected_action": [draft.pk]},
+        follow=True,
+    )
+
+    assert AgentVersion.objects.get(pk=draft.pk).status == VersionStatus.DRAFT
+    assert "simulate it first" in response.content.decode()
+
+
+def test_simulate_action_makes_a_scorecard(staff_client):
+    pytest.importorskip("simulator.engine")
+    draft = draft_version()
+
+    response = staff_client.post(
+        reverse("admin:agents_agentversion_changelist"),
+        {"action": "simulate", "_selected_action": [draft.pk]},
+        follow=True,
+    )
+
+    assert Scorecard.objects.filter(version=draft, config_hash=draft.config_hash).exists()
+    assert "scorecard #" in response.content.decode()
+
+
 def test_save_and_publish_button(staff_client):
     draft = draft_version()
+    scorecard_for(draft)
 
     staff_client.post(change_url(draft), {"source": draft.source, "_publish": "Save and publish"})
 

@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from connectors import identities
 from runs import starts, tasks
 from runs.models import Episode, EpisodeStatus, OutboxMessage
 from tests.factories import OrganizationFactory, draft_version, plan_version
@@ -52,7 +53,10 @@ def _real_run():
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None
     version = plan_version(plan)
-    return starts.start_run(OrganizationFactory(), version=version, goal="Collect the W-9", contacts=[
+    organization = OrganizationFactory()
+    # A real run sends through the organization's identity; a sandbox one stores the sends.
+    identities.create_identity(organization, channel="email", address="ap@acme.test", sandbox=True)
+    return starts.start_run(organization, version=version, goal="Collect the W-9", contacts=[
         {"role": "vendor", "email": "vendor@example.com", "timezone": "America/New_York"}])
 
 

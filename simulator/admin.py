@@ -1,0 +1,105 @@
+"""The Studio's simulator pages: simulations and scorecards (read-only evidence), eval cases to approve.
+
+Writes go through simulator.generator; scorecards and simulations are only
+ever written by simulator.scorecards, so their pages are view-only.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from simulator import generator
+from simulator.models import EvalCase, EvalCaseStatus, Scorecard, Simulation
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(Simulation)
+class SimulationAdmin(ReadOnlyAdmin):
+    list_display = ["id", "version", "organization", "status", "seed", "weeks", "started_at", "finished_at"]
+    list_filter = ["status", "version__agent"]
+    list_select_related = ["version__agent", "organization"]
+    search_fields = ["version__agent__slug", "organization__slug"]
+    raw_id_fields = ["version", "organization"]
+    fields = ["version", "organization", "status", "seed", "weeks", "started_at", "finished_at", "results"]
+
+
+@admin.register(Scorecard)
+class ScorecardAdmin(ReadOnlyAdmin):
+    list_display = ["id", "version", "verdict", "case_count", "short_hash", "seed", "created_at"]
+    list_filter = ["passed", "version__agent"]
+    list_select_related = ["version__agent"]
+    search_fields = ["version__agent__slug", "config_hash"]
+    raw_id_fields = ["version", "simulation"]
+    fields = ["version", "config_hash", "passed", "seed", "simulation", "created_at", "case_table", "metrics"]
+    readonly_fields = ["case_table"]
+
+    @admin.display(description="result", boolean=True, ordering="passed")
+    def verdict(self, scorecard: Scorecard) -> bool:
+        return scorecard.passed
+
+    @admin.display(description="cases")
+    def case_count(self, scorecard: Scorecard) -> str:
+        passed = sum(1 for case in scorecard.cases if case.get("passed"))
+        return f"{passed}/{len(scorecard.cases)}"
+
+    @admin.display(description="hash")
+    def short_hash(self, scorecard: Scorecard) -> str:
+        return scorecard.config_hash[:12]
+
+    @admin.display(description="cases")
+    def case_table(self, scorecard: Scorecard) -> str:
+        rows = format_html_join(
+            "", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((case.get("name"), "pass" if case.get("passed") else "FAIL", "; ".join(case.get("reasons") or []) or "-")
+             for case in scorecard.cases),
+        )
+        return format_html("<table><tr><th>case</th><th>result</th><th>reasons</th></tr>{}</table>", rows)
+
+
+@admin.register(EvalCase)
+class EvalCaseAdmin(admin.ModelAdmin):
+    list_display = ["name", "agent", "kind", "status", "version", "approved_by", "created_at"]
+    list_filter = ["status", "kind", "agent"]
+    list_select_related = ["agent", "version__agent", "approved_by"]
+    search_fields = ["name", "agent__slug"]
+    raw_id_fields = ["agent", "version"]
+    readonly_fields = ["kind", "status", "approved_by", "created_at"]
+    actions = ["approve", "reject"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # cases come from the generator or a version's config
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
+        # A decided case is evidence; only a proposal's spec may still be tuned before approving it.
+        if obj is not None and obj.status != EvalCaseStatus.PROPOSED:
+            return ["agent", "version", "name", "kind", "status", "spec", "approved_by", "created_at"]
+        return self.readonly_fields
+
+    @admin.action(description="Approve (counts in scorecards)", permissions=["change"])
+    def approve(self, request: HttpRequest, queryset) -> None:
+        self._decide(request, queryset, decide=generator.approve, verb="Approved")
+
+    @admin.action(description="Reject", permissions=["change"])
+    def reject(self, request: HttpRequest, queryset) -> None:
+        self._decide(request, queryset, decide=generator.reject, verb="Rejected")
+
+    def _decide(self, request: HttpRequest, queryset, *, decide, verb: str) -> None:
+        done = 0
+        for case in queryset:
+            try:
+                decide(case, user=request.user)
+            except generator.CaseDecisionError as refused:
+                self.message_user(request, str(refused), messages.ERROR)
+            else:
+                done += 1
+        if done:
+            self.message_user(request, f"{verb} {done} case(s).", messages.SUCCESS)

@@ -1,0 +1,174 @@
+"""What each persona trait does when the persona receives a message (agents/config/schema_evals.py names them).
+
+A trait reacts to one Outbound at a time and returns the Actions it causes.
+"Outreach n" counts the run's chasing messages to this persona (start,
+follow-up and human-answer episodes; 0 is the first), not its answers to the
+persona's own replies, so "replies on follow-up 2" means the second reminder.
+Delays are virtual time; the few random ones come from the persona's seeded rng.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from simulator import documents
+
+if TYPE_CHECKING:
+    from simulator.personas import Persona
+
+ASK_FOR_CHANNEL = {"email": "Please email me instead", "sms": "Please text me instead",
+                   "slack": "Please slack me instead", "voice": "Please call me instead"}
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """A message the run sent to a persona, as the persona receives it."""
+
+    id: int
+    channel: str
+    tool: str
+    at: datetime
+    subject: str
+    text: str
+    # Index among the run's chasing messages to this persona; None for an answer to the persona's own reply.
+    outreach: int | None
+
+
+@dataclass(frozen=True)
+class Action:
+    """Something a persona does at a virtual time: a written reply, a call report, or an SMS STOP."""
+
+    at: datetime
+    role: str
+    kind: str  # inbound | call_report | stop
+    channel: str
+    sender: str
+    text: str
+    subject: str = ""
+    attachments: tuple[dict, ...] = ()
+    trait: str = ""
+    language: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def react(persona: Persona, trait: dict, message: Outbound) -> list[Action]:
+    """The actions `trait` takes on `message`; traits that answer people stay quiet while out of office."""
+    kind = trait["type"]
+    if kind not in ("out_of_office", "replies_after", "sends_attachment") and persona.away_on(message.at):
+        return []
+    return _REACTIONS.get(kind, _nothing)(persona, trait, message)
+
+
+def _replies_after(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    if message.outreach != 0:
+        return []
+    if trait.get("business_days") is not None:
+        at = p.add_business_days(message.at, int(trait["business_days"]))
+    else:
+        # Calendar days keep the persona's local time of day across DST.
+        local = message.at.astimezone(p.zone)
+        at = (local + timedelta(days=float(trait["days"]))).astimezone(message.at.tzinfo)
+    at = max(at, message.at + p.typing_delay())
+    return [p.reply(message, at=at, text=trait.get("text") or "", trait=trait["type"],
+                    attachment=trait.get("attachment"))]
+
+
+def _replies_on_followup(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    if message.outreach != trait["n"]:
+        return []
+    return [p.reply(message, at=message.at + p.human_delay(), text=trait["text"], trait=trait["type"],
+                    attachment=trait.get("attachment"))]
+
+
+def _asks_for_channel(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    if not _answers(trait, message):
+        return []
+    brief = f"{ASK_FOR_CHANNEL[trait['channel']]}, I rarely check {message.channel}."
+    return [p.reply(message, at=message.at + p.human_delay(), text=trait.get("text") or "", brief=brief,
+                    trait=trait["type"])]
+
+
+def _out_of_office(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    if p.day_of(message.at) >= trait["until_day"] or message.channel == "voice":
+        return []
+    back = p.date_of_day(trait["until_day"])
+    brief = f"Automatic reply: I am out of the office until {back:%B} {back.day}."
+    # An auto-responder answers at once, to every message, on the channel it came in on.
+    return [p.reply(message, at=message.at + p.auto_delay(), text=trait.get("text") or "", brief=brief,
+                    trait=trait["type"], channel=message.channel)]
+
+
+def _replies_stop(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    if not _answers(trait, message):
+        return []
+    at = message.at + p.human_delay()
+    if p.contact.get("phone"):
+        return [Action(at=at, role=p.role, kind="stop", channel="sms", sender=p.contact["phone"], text="STOP",
+                       trait=trait["type"])]
+    # No number to text STOP from: the persona says it in words where it was reached.
+    return [p.reply(message, at=at, text="", brief="Please stop contacting me.", trait=trait["type"])]
+
+
+def _redirects(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    if not _answers(trait, message):
+        return []
+    text = (f"I'm not the right person for this. Please contact {trait['to_name']} at {trait['to_email']}, "
+            "who handles it now.")
+    return [p.reply(message, at=message.at + p.human_delay(), text=text, trait=trait["type"])]
+
+
+def _prompt_injection(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    if not _answers(trait, message):
+        return []
+    return [p.reply(message, at=message.at + p.human_delay(), text=trait["text"], trait=trait["type"])]
+
+
+def _answers_call(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    if message.channel != "voice":
+        return []
+    # The call happens when it is placed; the provider's report arrives once it has ended.
+    at = message.at + p.call_length()
+    return [Action(at=at, role=p.role, kind="call_report", channel="voice", sender=p.contact.get("phone", ""),
+                   text=trait["transcript"], trait=trait["type"], extra={"transcript": trait["transcript"]})]
+
+
+def _language(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    # Without text the trait only sets the language of the persona's other replies (Persona.language).
+    if not trait.get("text") or message.outreach != 0:
+        return []
+    return [p.reply(message, at=message.at + p.human_delay(), text=trait["text"], trait=trait["type"])]
+
+
+def _nothing(p: Persona, trait: dict, message: Outbound) -> list[Action]:
+    return []
+
+
+def _answers(trait: dict, message: Outbound) -> bool:
+    """Message-triggered traits answer outreach `on_followup` (0, the first message, when unset)."""
+    wanted = trait.get("on_followup")
+    return message.outreach == (0 if wanted is None else wanted)
+
+
+def attachment_entry(spec: dict | None, *, title: str) -> tuple[dict, ...]:
+    if not spec:
+        return ()
+    return (documents.attachment(filename=spec["filename"], content_type=spec.get("content_type") or "application/pdf",
+                                 text=spec.get("text") or "", title=title),)
+
+
+_REACTIONS: dict[str, Callable[[Persona, dict, Outbound], list[Action]]] = {
+    "replies_after": _replies_after,
+    "sends_attachment": _replies_after,
+    "replies_on_followup": _replies_on_followup,
+    "asks_for_channel": _asks_for_channel,
+    "out_of_office": _out_of_office,
+    "replies_stop": _replies_stop,
+    "silent": _nothing,
+    "redirects": _redirects,
+    "prompt_injection": _prompt_injection,
+    "answers_call": _answers_call,
+    "language": _language,
+}

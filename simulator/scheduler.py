@@ -1,0 +1,171 @@
+"""SimScheduler: drives one simulated run through weeks of virtual time in a few hundred queries.
+
+The run is a normal run (DESIGN principle 7): the same `advance_run`, the
+same leases, journal and outbox. Only its clock differs: `run.virtual_now`
+(runs.clock). The scheduler jumps that clock straight to the next thing that
+can happen — the run's next queued episode or a persona's next action — so
+nothing ever waits and the wall clock never enters the run's story.
+
+Each turn: advance the run at the current virtual time, hand what it sent to
+the personas, then jump. It stops when the run has ended, when nothing is
+due any more (waiting for a human or a reply nobody will send: for an eval
+case that is an end state), or at the horizon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from connectors.base import ParsedInbound
+from connectors.models import Channel
+from connectors.webhooks import intake
+from runs import events, worker
+from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, OutboxStatus, Run
+from runs.models.run import OPEN_RUN_STATUSES
+from simulator.personas import Cast
+from simulator.persona_traits import Action
+
+SANDBOX_PREFIX = "sandbox-"
+WORKER_OWNER = "simulator"
+# A run that keeps finding work at one instant without moving on is a runtime bug, not a long case.
+MAX_IDLE_TURNS = 50
+
+
+class RealSendError(RuntimeError):
+    """A simulated run's message went to a real provider: the simulation stops at once."""
+
+
+class SchedulerStuck(RuntimeError):
+    """The run had work due but made no progress."""
+
+
+@dataclass
+class Delivery:
+    """A persona action as it reached the runtime: the episode it became (None: a keyword, or refused)."""
+
+    action: Action
+    episode_id: int | None
+    note: str = ""
+
+
+@dataclass
+class SchedulerReport:
+    stopped: str  # ended | idle | horizon
+    turns: int = 0
+    deliveries: list[Delivery] = field(default_factory=list)
+    # (channel, address) -> virtual time of the persona's opt-out, for the policy checks.
+    opt_outs: dict[tuple[str, str], datetime] = field(default_factory=dict)
+
+
+class SimScheduler:
+    def __init__(self, run: Run, *, cast: Cast, horizon: datetime,
+                 progress: Callable[[float], None] | None = None) -> None:
+        self.run_id = run.pk
+        self.organization = run.organization
+        self.cast = cast
+        self.start = run.virtual_now
+        self.now = run.virtual_now
+        self.horizon = horizon
+        self.progress = progress
+        self._seen_outbox_id = 0
+        self._delivered = 0
+
+    def run(self) -> SchedulerReport:
+        report = SchedulerReport(stopped="horizon")
+        idle_turns = 0
+        while True:
+            report.turns += 1
+            ran = worker.advance_run(self.run_id, owner=WORKER_OWNER)
+            self._observe_sends()
+            status, next_due = self._run_state()
+            if status not in OPEN_RUN_STATUSES:
+                report.stopped = "ended"
+                break
+            wake = min((t for t in (next_due, self.cast.next_at()) if t is not None), default=None)
+            if wake is None:
+                report.stopped = "idle"
+                break
+            if wake > self.horizon:
+                break
+            if wake <= self.now:
+                # Still work at this instant (the slice cap, or an episode the last advance left queued).
+                idle_turns = 0 if ran else idle_turns + 1
+                if idle_turns > MAX_IDLE_TURNS:
+                    raise SchedulerStuck(f"run {self.run_id}: work due at {self.now} but advance_run ran nothing")
+            else:
+                idle_turns = 0
+                self._jump(wake)
+            self._deliver_due(report)
+        self._report_progress(1.0)
+        return report
+
+    def _run_state(self) -> tuple[str, datetime | None]:
+        status = Run.objects.filter(pk=self.run_id).values_list("status", flat=True).get()
+        next_due = events.earliest_due(self.run_id) if status in OPEN_RUN_STATUSES else None
+        return status, next_due
+
+    def _jump(self, wake: datetime) -> None:
+        # One UPDATE of virtual_now: the worker re-reads the run, so every module sees the new time.
+        Run.objects.filter(pk=self.run_id).update(virtual_now=wake)
+        self.now = wake
+        total = (self.horizon - self.start).total_seconds() or 1.0
+        self._report_progress(min((wake - self.start).total_seconds() / total, 1.0))
+
+    def _report_progress(self, fraction: float) -> None:
+        if self.progress is not None:
+            self.progress(fraction)
+
+    def _observe_sends(self) -> None:
+        rows = list(
+            OutboxMessage.objects.filter(run_id=self.run_id, status=OutboxStatus.SENT, pk__gt=self._seen_outbox_id)
+            .order_by("sent_at", "pk")
+            .values("id", "channel", "tool", "recipient", "sent_at", "payload", "provider_message_id",
+                    "episode__kind")
+        )
+        if not rows:
+            return
+        self._seen_outbox_id = max(row["id"] for row in rows)
+        real = [row for row in rows if not (row["provider_message_id"] or "").startswith(SANDBOX_PREFIX)]
+        if real:
+            raise RealSendError(f"run {self.run_id}: outbox rows {[r['id'] for r in real]} were not sent to the "
+                                "sandbox connector")
+        self.cast.hear(rows)
+
+    def _deliver_due(self, report: SchedulerReport) -> None:
+        for action in self.cast.pop_due(self.now):
+            self._delivered += 1
+            report.deliveries.append(self._deliver(action, number=self._delivered, report=report))
+
+    def _deliver(self, action: Action, *, number: int, report: SchedulerReport) -> Delivery:
+        if action.kind == "stop":
+            return self._deliver_stop(action, number=number, report=report)
+        payload = {"channel": action.channel, "text": action.text, "subject": action.subject, "from": action.sender,
+                   "attachments": list(action.attachments), **action.extra}
+        if action.language:
+            payload["language"] = action.language
+        kind = EpisodeKind.CALL_REPORT if action.kind == "call_report" else EpisodeKind.INBOUND
+        run = Run.objects.get(pk=self.run_id)
+        try:
+            episode = events.record_event(run, kind=kind, payload=payload, dedupe_key=f"sim:{number}")
+        except events.RunEnded:
+            return Delivery(action, None, note="the run had ended")
+        return Delivery(action, episode.pk if episode else None)
+
+    def _deliver_stop(self, action: Action, *, number: int, report: SchedulerReport) -> Delivery:
+        """An SMS STOP takes the path a provider's does: stored, the number suppressed, no episode."""
+        item = ParsedInbound(provider_id=f"sim:{self.run_id}:{number}", kind="stop", from_address=action.sender,
+                             text=action.text, raw={"channel": Channel.SMS, "simulated_run": self.run_id})
+        intake.receive_keyword(item, channel=Channel.SANDBOX, organization=self.organization,
+                               keyword_channel=Channel.SMS)
+        report.opt_outs.setdefault((Channel.SMS, _digits(action.sender)), action.at)
+        return Delivery(action, None, note="opt-out keyword: the number is suppressed")
+
+
+def episodes_run(run_id: int) -> int:
+    return Episode.objects.filter(run_id=run_id, status__in=[EpisodeStatus.DONE, EpisodeStatus.FAILED]).count()
+
+
+def _digits(phone: str) -> str:
+    return "+" + "".join(ch for ch in phone if ch.isdigit())

@@ -1,0 +1,52 @@
+import json
+
+import pytest
+
+from connectors import message_ids, suppressions
+from connectors.models import InboundMessage
+from connectors.sandbox import SIGNATURE_HEADER, sign_body
+from tests.connectors.webhook_support import identity, inbound_episodes, run_with_contact
+from tests.factories import OrganizationFactory
+
+pytestmark = pytest.mark.django_db
+
+SIM_NUMBER = "+15005550099"
+
+
+def _post(client, payload: dict, *, signature: str | None = None):
+    body = json.dumps(payload).encode()
+    header = {f"HTTP_{SIGNATURE_HEADER.upper().replace('-', '_')}": signature or sign_body(body)}
+    return client.post("/hooks/sandbox/", data=body, content_type="application/json", **header)
+
+
+def test_a_signed_sandbox_reply_routes_by_its_reply_address(client):
+    run = run_with_contact(email="dana@vendor.test")
+    item = {"provider_id": "sim-1", "from": "dana@vendor.test", "to": message_ids.reply_address(run.pk),
+            "subject": "Re: W-9", "text": "Attached.",
+            "attachments": [{"filename": "w9.pdf", "content_type": "application/pdf", "size": 3, "sha256": "x"}]}
+
+    response = _post(client, {"messages": [item]})
+    _post(client, {"messages": [item]})
+
+    assert response.status_code == 200
+    [episode] = inbound_episodes(run)
+    assert episode.payload["channel"] == "email" and episode.dedupe_key == "sandbox:sim-1"
+
+
+def test_a_sandbox_stop_suppresses_the_number_for_the_identitys_organization(client):
+    organization = OrganizationFactory()
+    identities_sandbox = identity(organization, "sms", SIM_NUMBER)
+    identities_sandbox.sandbox = True
+    identities_sandbox.save(update_fields=["sandbox"])
+
+    _post(client, {"provider_id": "sim-2", "kind": "stop", "from": "+12125550123", "to": SIM_NUMBER, "text": "STOP"})
+
+    assert suppressions.is_suppressed(organization, channel="sms", address="+12125550123")
+
+
+def test_an_unsigned_or_forged_sandbox_post_is_refused_and_stores_nothing(client):
+    payload = {"provider_id": "sim-3", "from": "x@y.test", "to": "z@y.test", "text": "hi"}
+
+    assert _post(client, payload, signature="0" * 64).status_code == 403
+    assert client.post("/hooks/sandbox/", data=payload, content_type="application/json").status_code == 403
+    assert not InboundMessage.objects.exists()

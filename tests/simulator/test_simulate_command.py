@@ -1,0 +1,91 @@
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from agents import versions
+from simulator.models import Scorecard, Simulation
+from tests.factories import AgentFactory
+from tests.simulator.conftest import collector_draft
+
+pytestmark = pytest.mark.django_db
+
+
+def simulate(*args: str) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of `manage.py simulate *args`."""
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("simulate", *args, stdout=out, stderr=err)
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_prints_each_case_timeline_and_the_scorecard_table(good_draft, engine):
+    code, out, err = simulate("document-collector", "--all", "--weeks", "6")
+
+    assert code == 0, out
+    for case in good_draft.compiled["evals"]:
+        assert f"== {case['name']} (pass)" in out
+    assert "day 0" in out and "-> email" in out  # virtual day, direction, channel
+    header = next(line for line in out.splitlines() if line.startswith("case"))
+    assert header.split() == ["case", "result", "days", "to", "done", "messages", "escalations", "reasons"]
+    assert "document-collector v1: PASSED" in out
+    assert "[####################] 100%" in err  # the progress bar goes to stderr
+    assert Scorecard.objects.get().passed
+
+
+def test_json_output_parses_as_the_scorecard_and_has_no_progress_bar(good_draft, engine):
+    code, out, err = simulate("document-collector", "--json")
+
+    card = json.loads(out)
+    assert code == 0
+    assert (card["agent"], card["version"], card["passed"]) == ("document-collector", 1, True)
+    assert card["id"] == Scorecard.objects.get().pk
+    assert {case["name"] for case in card["cases"]} == {case["name"] for case in good_draft.compiled["evals"]}
+    assert "%" not in err
+
+
+def test_a_failing_version_exits_1_and_shows_fail(broken_draft, engine):
+    code, out, _ = simulate("document-collector")
+
+    assert code == 1
+    row = next(line for line in out.splitlines() if line.startswith("silent-vendor-escalates"))
+    assert row.split()[1] == "FAIL"
+    assert "FAILED" in out
+
+
+def test_chosen_cases_run_alone_and_save_no_scorecard(good_draft, engine):
+    code, out, _ = simulate("document-collector", "--case", "silent-vendor-escalates", "--json")
+
+    card = json.loads(out)
+    assert code == 0
+    assert [case["name"] for case in card["cases"]] == ["silent-vendor-escalates"]
+    assert card["id"] is None
+    assert Simulation.objects.count() == 1
+    assert not Scorecard.objects.exists()
+
+
+def test_unknown_agent_names_the_valid_agents(good_draft):
+    with pytest.raises(CommandError, match="unknown agent 'nope'; choose from: document-collector"):
+        call_command("simulate", "nope")
+
+
+def test_unknown_case_names_the_valid_cases(good_draft):
+    with pytest.raises(CommandError, match="unknown case typo .*silent-vendor-escalates"):
+        call_command("simulate", "document-collector", "--case", "typo")
+
+
+def test_default_version_is_the_latest_valid_one(fake_engine):
+    agent = AgentFactory(slug="document-collector")
+    first = collector_draft(agent=agent)
+    versions.create_draft(agent, source="slug: document-collector\n")  # v2, invalid
+
+    code, out, _ = simulate("document-collector", "--json")
+
+    assert json.loads(out)["version_id"] == first.pk
+    with pytest.raises(CommandError, match="v2 has config errors; valid versions: 1"):
+        call_command("simulate", "document-collector", "--version", "2")
