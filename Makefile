@@ -39,13 +39,15 @@ dev: seed
 	@trap 'kill 0' EXIT; $(DEV_ENV) $(PY) manage.py qcluster & $(DEV_ENV) $(PY) manage.py runserver 8000
 
 demo: seed
-	@$(DEV_ENV) $(PY) manage.py agents
+	@status=0; for path in fixtures/agents/*.yaml; do \
+		$(DEV_ENV) $(PY) manage.py simulate "$$(basename "$$path" .yaml)" --all --weeks 6 || status=1; \
+	done; exit $$status
 
 test: db-up
 	@$(PY) -m pytest
 
 bench: migrate
-	@$(DEV_ENV) $(PY) -m bench
+	@$(DEV_ENV) $(PY) manage.py bench
 
 lint: setup
 	@$(VENV)/bin/ruff check .

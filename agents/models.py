@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django_fsm import FSMField, transition
+from django_fsm import FSMField, FSMModelMixin, transition
 
 
 class Organization(models.Model):
@@ -63,7 +63,7 @@ class VersionStatus(models.TextChoices):
     RETIRED = "retired", "Retired"
 
 
-class AgentVersion(models.Model):
+class AgentVersion(FSMModelMixin, models.Model):
     """One numbered config of an agent. Published versions are read-only (here and by a trigger)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="versions")

@@ -44,6 +44,8 @@ def open_escalation(
     escalation = Escalation.objects.create(
         organization_id=run.organization_id, run=run, kind=kind, prompt=prompt, options=list(options),
         context=context or {}, episode=episode, outbox_message=outbox_message,
+        # The run's clock: a simulated run's question is raised on its virtual day, not today.
+        raised_at=clock.now(run),
     )
     if run.status != RunStatus.WAITING_HUMAN:
         run.wait_for_human()

@@ -116,7 +116,10 @@ def newest_run_for_phone(organization: Organization, *, phone: str, sim: bool | 
     number = suppressions.normalize_address(Channel.SMS, phone)
     if not number:
         return None
-    contacts = Contact.objects.annotate(
+    # Only the organization's open runs' contacts are normalized (run_org_status index), not the whole table.
+    contacts = Contact.objects.filter(
+        run__organization=organization, run__status__in=OPEN_RUN_STATUSES
+    ).annotate(
         normalized=Func("phone", Value(r"[^0-9]"), Value(""), Value("g"), function="regexp_replace")
     ).filter(normalized=number.lstrip("+"))
     return _newest_open(organization, run_ids=contacts.values("run_id"), sim=sim)

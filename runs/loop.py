@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from runs import prompts, tools
+from runs import prompts, tool_executor, tools
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.llm import journaled, providers
 from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, function_tools
@@ -28,6 +28,8 @@ DEFAULT_MAX_STEPS = 6
 
 def run_episode(ctx: EpisodeContext) -> EpisodeOutcome:
     session = tools.ToolSession()
+    # Sends a human confirmed were not sent (or a transient refusal left pending) go out first, by their own key.
+    tool_executor.flush_pending(ctx)
     model = ctx.plan.get("model") or {}
     now = prompts.episode_now(ctx)
     facts = prompts.metadata(ctx, now=now)

@@ -46,7 +46,7 @@ def _episode_item(episode: Episode) -> TimelineItem:
         summary += f" [+{len(attachments)} attachment(s): {', '.join(a.get('filename', '?') for a in attachments)}]"
     inbound = episode.kind in ("inbound", "call_report")
     return TimelineItem(at=episode.due_at, type="episode", kind=episode.kind, summary=summary, ref=episode.pk,
-                        channel=str(payload.get("channel", "")), direction="in" if inbound else "")
+                        channel=str(payload.get("channel") or ""), direction="in" if inbound else "")
 
 
 def _outbound_item(message: OutboxMessage) -> TimelineItem:

@@ -20,7 +20,7 @@ from datetime import datetime
 
 from connectors import message_ids, registry, suppressions
 from connectors.base import Connector, ConnectorError, OutboundMessage
-from connectors.models import Channel, Identity, SuppressionReason
+from connectors.models import Channel, Identity, InboundMessage, SuppressionReason
 from runs import compliance, faults, guardrails, outbox, policy
 from runs.context import EpisodeContext
 from runs.models import Contact, Episode, EpisodeKind, EscalationKind, JournalKind, OutboxMessage, OutboxStatus
@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 # Twilio: the recipient replied STOP. Suppressed for the whole organization, like an inbound STOP.
 OPTED_OUT_CODES = {"21610"}
+# How many of the run's latest inbound messages on a channel are searched for one to thread on.
+THREAD_LOOKBACK = 20
 
 
 @dataclass(frozen=True)
@@ -155,29 +157,35 @@ def build_message(ctx: EpisodeContext, message: OutboxMessage) -> OutboundMessag
 def _thread(run_id: int, *, channel: str, episode_id: int) -> tuple[str | None, list[str]]:
     """(In-Reply-To, References) answering the run's last inbound message on `channel` up to the row's episode.
 
-    Inbound payloads carry `message_id`/`references` (or the raw `headers`) for
-    email and `thread_ref` ("<channel>:<ts>") for Slack. Bounded by the row's
-    episode, so a resend after a crash threads exactly as the first try did.
+    Email threads on the inbound's Message-ID, Slack on its thread_ref; both are
+    read from the episode payload or the stored InboundMessage it names.
+    Bounded by the row's episode, so a resend after a crash threads as the first try did.
     """
     if channel not in (Channel.EMAIL, Channel.SLACK):
         return None, []
     upto = Episode.objects.filter(pk=episode_id).values_list("seq", flat=True).first() or 0
     inbound = Episode.objects.filter(run_id=run_id, kind=EpisodeKind.INBOUND, seq__lte=upto,
                                      payload__channel=channel).order_by("-seq").values_list("payload", flat=True)
-    for payload in inbound[:20]:
+    for payload in inbound[:THREAD_LOOKBACK]:
+        headers = {**_stored_headers(payload.get("inbound_message_id")), **(payload.get("headers") or {}), **payload}
         if channel == Channel.SLACK:
-            if payload.get("thread_ref"):
-                return payload["thread_ref"], []
+            if headers.get("thread_ref"):
+                return headers["thread_ref"], []
             continue
-        headers = payload.get("headers") or {}
-        message_id = payload.get("message_id") or headers.get("Message-ID")
+        message_id = headers.get("message_id") or headers.get("Message-ID")
         if not message_id:
             continue
-        references = list(payload.get("references") or message_ids.split_references(headers.get("References")))
+        references = list(headers.get("references") or message_ids.split_references(headers.get("References")))
         if message_id not in references:
             references.append(message_id)
         return message_id, references
     return None, []
+
+
+def _stored_headers(inbound_message_id: int | None) -> dict:
+    if not inbound_message_id:
+        return {}
+    return InboundMessage.objects.filter(pk=inbound_message_id).values_list("headers", flat=True).first() or {}
 
 
 def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,

@@ -159,7 +159,8 @@ def cast_for(plan: dict, case: dict, *, start: datetime, rng: random.Random, tok
 
     `token` makes every address unique to this run: the organization's caps
     and suppressions are keyed by address, and one simulated person must not
-    inherit another simulation's history.
+    inherit another simulation's history. A phone number the case gives is
+    kept as written (a number has no room for a tag).
     """
     personas = []
     for index, (role, spec) in enumerate(sorted((case.get("personas") or {}).items())):
@@ -167,7 +168,7 @@ def cast_for(plan: dict, case: dict, *, start: datetime, rng: random.Random, tok
             "name": spec.get("name") or f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}",
             "email": _tagged(spec.get("email"), token) or f"{role.replace('_', '-')}.{token}@{SANDBOX_DOMAIN}",
             "phone": spec.get("phone") or f"+1555{(int(token, 16) * 7 + index) % 10_000_000:07d}",
-            "slack_user": spec.get("slack_user") or f"U{token.upper()}{index}",
+            "slack_user": f"{spec['slack_user']}+sim-{token}" if spec.get("slack_user") else f"U{token.upper()}{index}",
             "timezone": spec.get("timezone") or default_tz,
         }
         personas.append(Persona(role, spec=spec, contact=contact, start=start, rng=rng, writer=writer))

@@ -41,7 +41,7 @@ def timeline(result: dict) -> list[str]:
     if not items:
         lines.append("   (no events)")
     rows = [
-        (f"day {item.get('day', '?')}", _clock(item.get("at")), _direction(item.get("direction")),
+        (_day(item.get("day")), _clock(item.get("at")), _direction(item.get("direction")),
          item.get("channel") or "-", item.get("kind") or item.get("type") or "", _one_line(item.get("summary")))
         for item in items
     ]
@@ -80,6 +80,11 @@ def verdict(scorecard: dict) -> str:
     if metrics.get("reason"):
         line += f": {metrics['reason']}"
     return line
+
+
+def _day(value) -> str:
+    # The engine gives fractional days (3.25 = day 3, 06:00 after the start); the clock column has the time.
+    return f"day {int(value)}" if isinstance(value, int | float) else f"day {value or '?'}"
 
 
 def _clock(value) -> str:

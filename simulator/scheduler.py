@@ -24,8 +24,8 @@ from connectors.webhooks import intake
 from runs import events, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
-from simulator.personas import Cast
 from simulator.persona_traits import Action
+from simulator.personas import Cast
 
 SANDBOX_PREFIX = "sandbox-"
 WORKER_OWNER = "simulator"
@@ -87,7 +87,7 @@ class SimScheduler:
             if wake is None:
                 report.stopped = "idle"
                 break
-            if wake > self.horizon:
+            if wake >= self.horizon:  # the horizon is the first instant after the simulated weeks
                 break
             if wake <= self.now:
                 # Still work at this instant (the slice cap, or an episode the last advance left queued).
@@ -157,8 +157,8 @@ class SimScheduler:
         """An SMS STOP takes the path a provider's does: stored, the number suppressed, no episode."""
         item = ParsedInbound(provider_id=f"sim:{self.run_id}:{number}", kind="stop", from_address=action.sender,
                              text=action.text, raw={"channel": Channel.SMS, "simulated_run": self.run_id})
-        intake.receive_keyword(item, channel=Channel.SANDBOX, organization=self.organization,
-                               keyword_channel=Channel.SMS)
+        # The sandbox webhook's entry: the item's raw "channel" names what the keyword suppresses.
+        intake.receive([item], channel=Channel.SANDBOX, organization=self.organization)
         report.opt_outs.setdefault((Channel.SMS, _digits(action.sender)), action.at)
         return Delivery(action, None, note="opt-out keyword: the number is suppressed")
 

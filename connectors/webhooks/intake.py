@@ -50,21 +50,30 @@ def receive_message(item: ParsedInbound, *, channel: str, organization: Organiza
 
 def receive_keyword(item: ParsedInbound, *, channel: str, organization: Organization | None) -> str:
     """STOP suppresses the number for the whole organization, START lifts it; HELP gets the help text."""
-    keyword_channel = _contact_channel(item, channel=channel)
     with transaction.atomic():
         message, created = inbound.store(item, channel=channel, organization=organization)
         if created:
-            inbound.mark_ignored(message)
-            if organization is None:
-                log.warning("%s keyword from %s for no organization", item.kind, item.from_address)
-            elif item.kind == "stop":
-                suppressions.suppress(organization, channel=keyword_channel, address=item.from_address,
-                                      reason=SuppressionReason.STOP)
-            elif item.kind == "start":
-                suppressions.unsuppress(organization, channel=keyword_channel, address=item.from_address)
+            _act_on_keyword(message, item, organization=organization,
+                            keyword_channel=_contact_channel(item, channel=channel))
     if item.kind == "help":
         return HELP_TEXT.format(name=organization.name if organization else "Lucia")
     return ""
+
+
+def _act_on_keyword(
+    message: InboundMessage, item: ParsedInbound, *, organization: Organization | None, keyword_channel: str
+) -> None:
+    if organization is None:
+        log.warning("%s keyword from %s for no organization", item.kind, item.from_address)
+    elif item.kind == "stop":
+        suppressions.suppress(organization, channel=keyword_channel, address=item.from_address,
+                              reason=SuppressionReason.STOP)
+    elif item.kind == "start" and not suppressions.unsuppress(
+            organization, channel=keyword_channel, address=item.from_address):
+        # "Yes" is one of Twilio's opt-in words; from a number that never opted out it is an answer.
+        inbound_routing.deliver(message, organization=organization)
+        return
+    inbound.mark_ignored(message)
 
 
 def receive_status(item: ParsedInbound, *, channel: str, organization: Organization | None) -> None:

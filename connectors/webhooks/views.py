@@ -93,8 +93,7 @@ def sandbox(request: HttpRequest) -> HttpResponse:
     payload = _json(request)
     if payload is None:
         return HttpResponseBadRequest("expected a JSON object")
-    first = (payload.get("messages") or [{}])[0] if "messages" in payload else payload
-    identity = recipients.for_sandbox(str(first.get("to", "")) if isinstance(first, dict) else "")
+    identity = recipients.for_sandbox(_sandbox_recipient(payload))
     # The sandbox signature is keyed from SECRET_KEY, not from an identity: an unsaved one verifies it.
     connector = registry.connector_class(Channel.SANDBOX)(
         identity or Identity(channel=Channel.SANDBOX, sandbox=True), secrets={}
@@ -103,7 +102,8 @@ def sandbox(request: HttpRequest) -> HttpResponse:
         return _forbidden()
     try:
         items = connector.parse_inbound(request)
-    except (KeyError, TypeError, ValueError):
+    except (AttributeError, KeyError, TypeError, ValueError):
+        # Signed but malformed: a bug in the simulator or a test, not a provider to retry.
         return HttpResponseBadRequest("malformed sandbox message")
     replies = intake.receive(items, channel=Channel.SANDBOX, organization=identity.organization if identity else None)
     return JsonResponse({"replies": replies})
@@ -120,6 +120,13 @@ def _json(request: HttpRequest) -> dict | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return payload if isinstance(payload, dict) else None
+
+
+def _sandbox_recipient(payload: dict) -> str:
+    """The `to` of the (first) item: picks the organization, read defensively since nothing is verified yet."""
+    items = payload.get("messages") if "messages" in payload else [payload]
+    first = items[0] if isinstance(items, list) and items else None
+    return str(first.get("to", "")) if isinstance(first, dict) else ""
 
 
 def _forbidden() -> HttpResponse:

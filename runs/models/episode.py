@@ -1,6 +1,6 @@
 from django.db import models
 from django.db.models import Q
-from django_fsm import FSMField, transition
+from django_fsm import FSMField, FSMModelMixin, transition
 
 from runs.models.run import Run
 
@@ -22,7 +22,7 @@ class EpisodeStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-class Episode(models.Model):
+class Episode(FSMModelMixin, models.Model):
     """A trigger and the unit of work: episodes of one run execute one at a time, in seq order."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="episodes")

@@ -1,5 +1,5 @@
 from django.db import models
-from django_fsm import FSMField, transition
+from django_fsm import FSMField, FSMModelMixin, transition
 
 from runs.models.episode import Episode
 from runs.models.run import Run
@@ -13,7 +13,7 @@ class OutboxStatus(models.TextChoices):
     UNCERTAIN = "uncertain", "Uncertain (a human decides)"
 
 
-class OutboxMessage(models.Model):
+class OutboxMessage(FSMModelMixin, models.Model):
     """One intended send. `idem_key` comes from runtime state, so a re-executed episode finds it again."""
 
     idem_key = models.CharField(max_length=64, unique=True)

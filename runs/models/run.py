@@ -2,7 +2,7 @@ from decimal import Decimal
 
 from django.db import models
 from django.db.models import Q
-from django_fsm import FSMField, transition
+from django_fsm import FSMField, FSMModelMixin, transition
 
 from agents.models import AgentVersion, Deployment, Organization
 
@@ -20,7 +20,7 @@ OPEN_RUN_STATUSES = (RunStatus.ACTIVE, RunStatus.WAITING, RunStatus.WAITING_HUMA
 ENDED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
-class Run(models.Model):
+class Run(FSMModelMixin, models.Model):
     """One agent working on one goal. Everything a wake-up needs is in this row and its children."""
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="runs")

@@ -35,9 +35,7 @@ def test_a_signed_sandbox_reply_routes_by_its_reply_address(client):
 
 def test_a_sandbox_stop_suppresses_the_number_for_the_identitys_organization(client):
     organization = OrganizationFactory()
-    identities_sandbox = identity(organization, "sms", SIM_NUMBER)
-    identities_sandbox.sandbox = True
-    identities_sandbox.save(update_fields=["sandbox"])
+    identity(organization, "sms", SIM_NUMBER, sandbox=True)
 
     _post(client, {"provider_id": "sim-2", "kind": "stop", "from": "+12125550123", "to": SIM_NUMBER, "text": "STOP"})
 
@@ -49,4 +47,11 @@ def test_an_unsigned_or_forged_sandbox_post_is_refused_and_stores_nothing(client
 
     assert _post(client, payload, signature="0" * 64).status_code == 403
     assert client.post("/hooks/sandbox/", data=payload, content_type="application/json").status_code == 403
+    assert not InboundMessage.objects.exists()
+
+
+def test_a_malformed_body_is_refused_without_an_error(client):
+    assert _post(client, {"messages": "not a list"}).status_code == 400
+    assert _post(client, {"messages": "not a list"}, signature="0" * 64).status_code == 403
+    assert client.post("/hooks/sandbox/", data=b"[1, 2]", content_type="application/json").status_code == 400
     assert not InboundMessage.objects.exists()

@@ -1,4 +1,8 @@
+import threading
+
 import pytest
+from django.db import connection
+from django.test import Client
 
 from connectors import suppressions
 from connectors.models import DeliveryEvent, InboundMessage, Suppression
@@ -68,6 +72,30 @@ def test_a_repeated_delivery_is_answered_but_makes_no_second_episode(client, acm
     assert queued_run_ids() == [run.pk]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_duplicate_deliveries_make_one_episode(acme):
+    run = run_with_contact(acme, phone=DANA)
+    params = load_payload("twilio/sms_inbound_mms.json")
+    barrier = threading.Barrier(4)
+    statuses: list[int] = []
+
+    def deliver() -> None:
+        try:
+            barrier.wait()
+            statuses.append(post_twilio(Client(), "/hooks/twilio/sms/", params).status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=deliver) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert statuses == [200] * 4
+    assert len(inbound_episodes(run)) == 1 and InboundMessage.objects.count() == 1
+
+
 @pytest.mark.parametrize("path", ["/hooks/twilio/sms/", f"/hooks/twilio/status/?k={KEY}", "/hooks/twilio/voice/"])
 def test_a_bad_or_missing_signature_is_refused_and_nothing_is_stored(client, acme, path):
     run_with_contact(acme, phone=DANA)
@@ -106,6 +134,16 @@ def test_stop_suppresses_the_number_for_every_run_of_the_organization_and_start_
     start = {**stop, "Body": "START", "OptOutType": "START", "MessageSid": "SM" + "5" * 32}
     assert post_twilio(client, "/hooks/twilio/sms/", start).status_code == 200
     assert not suppressions.is_suppressed(acme, channel="sms", address=DANA)
+
+
+def test_yes_from_a_number_that_never_opted_out_is_an_answer_for_the_run(client, acme):
+    run = run_with_contact(acme, phone=DANA)
+    params = {**load_payload("twilio/sms_stop.json"), "Body": "Yes", "OptOutType": ""}
+
+    post_twilio(client, "/hooks/twilio/sms/", params)
+
+    [episode] = inbound_episodes(run)
+    assert episode.payload["text"] == "Yes" and InboundMessage.objects.get().status == "matched"
 
 
 def test_help_is_answered_with_a_twiml_message(client, acme):

@@ -1,4 +1,4 @@
-"""Helpers for webhook tests: identities, runs with contacts, sends, and requests signed with the providers' own code."""
+"""Webhook test helpers: identities, runs with contacts, sends, requests signed with the providers' own code."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ from tests.factories import ContactFactory, EpisodeFactory, OrganizationFactory,
 PUBLIC_URL = "https://lucia.example.com"
 
 
-def identity(organization: Organization, channel: str, address: str, **secrets: str) -> Identity:
+def identity(organization: Organization, channel: str, address: str, *, sandbox: bool = False,
+             **secrets: str) -> Identity:
     return identities.create_identity(organization, channel=channel, address=address, display_name="Acme",
-                                      secret_values=secrets)
+                                      secret_values=secrets, sandbox=sandbox)
 
 
 def run_with_contact(organization: Organization | None = None, **contact: str) -> Run:

@@ -81,7 +81,8 @@ def fake_run_case(version, case, *, organization, seed=0, weeks=None, start_at=N
         progress(0.5)
         progress(1.0)
     return FakeResult(
-        name=case["name"], passed=passed, reasons=[] if passed else [f"expected >= {wanted} messages, got {len(ladder)}"],
+        name=case["name"], passed=passed,
+        reasons=[] if passed else [f"expected >= {wanted} messages, got {len(ladder)}"],
         metrics={"days_to_done": None, "messages": len(ladder), "escalations": 1, "tokens": 0, "cost_usd": 0.0,
                  "episodes": len(ladder)},
         timeline=timeline,
@@ -101,10 +102,8 @@ def fake_engine(monkeypatch) -> types.ModuleType:
     return engine
 
 
+
 @pytest.fixture
-def engine(request) -> types.ModuleType:
-    """The real engine; TRANSITIONAL: the stand-in while simulator/engine.py has not landed."""
-    try:
-        return importlib.import_module("simulator.engine")
-    except ImportError:
-        return request.getfixturevalue("fake_engine")
+def engine() -> types.ModuleType:
+    """The real engine (scripted model, sandbox connectors): named by tests whose subject is its verdict."""
+    return importlib.import_module("simulator.engine")

@@ -100,3 +100,28 @@ def test_generated_cases_pass_the_config_schema():
 
     for case in generator.generate(collector_draft()):
         EvalCaseSchema.model_validate({key: value for key, value in case.items() if key != "goal"})
+
+
+def test_a_proposed_case_changes_no_scorecard_until_approved(good_draft, engine):
+    proposed = {case.name: case for case in generator.propose(good_draft)}
+    impossible = proposed["gen-silent"]
+    impossible.spec["expect"]["max_messages"] = 0  # a builder's wrong expectation: fails once it counts
+    impossible.save(update_fields=["spec"])
+
+    before = scorecards.score(good_draft)
+    generator.approve(impossible)
+    after = scorecards.score(good_draft)
+
+    assert before.passed and "gen-silent" not in names(before.cases)
+    assert not after.passed
+    assert [case["name"] for case in after.cases if not case["passed"]] == ["gen-silent"]
+
+
+def test_approved_generated_cases_pass_on_the_template(good_draft, engine):
+    for case in generator.propose(good_draft):
+        generator.approve(case)
+
+    card = scorecards.score(good_draft)
+
+    assert card.passed, [(case["name"], case["reasons"]) for case in card.cases if not case["passed"]]
+    assert card.metrics["cases"] == len(good_draft.compiled["evals"]) + 7

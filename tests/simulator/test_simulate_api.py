@@ -1,7 +1,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from agents.models import ApiKey, AgentVersion, VersionStatus
+from agents.models import AgentVersion, ApiKey, VersionStatus
 from simulator.models import Scorecard
 from tests.factories import OrganizationFactory, api_key_for
 

@@ -1,4 +1,5 @@
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -30,7 +31,8 @@ def test_prints_each_case_timeline_and_the_scorecard_table(good_draft, engine):
     assert code == 0, out
     for case in good_draft.compiled["evals"]:
         assert f"== {case['name']} (pass)" in out
-    assert "day 0" in out and "-> email" in out  # virtual day, direction, channel
+    # virtual day, time, direction, channel, kind, summary
+    assert re.search(r"^   day 0 +Mon \d\d:\d\d +-> +email +send_email +", out, re.MULTILINE)
     header = next(line for line in out.splitlines() if line.startswith("case"))
     assert header.split() == ["case", "result", "days", "to", "done", "messages", "escalations", "reasons"]
     assert "document-collector v1: PASSED" in out

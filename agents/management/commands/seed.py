@@ -1,8 +1,11 @@
 """`python manage.py seed`: template agents, the demo organization, and a fresh builder API key.
 
-Safe to run again: templates, the organization, its identities and its
-deployments are matched, not duplicated. Only the API key is new each run,
-because keys are stored hashed and can be shown only when issued.
+Each template (fixtures/agents/*.yaml) is stored as a version, simulated over
+its eval cases when its config has no scorecard yet, and published through the
+gate, like a version published from the Studio. Safe to run again: templates,
+the organization, its identities and its deployments are matched, not
+duplicated. Only the API key is new each run, because keys are stored hashed
+and can be shown only when issued.
 """
 
 from __future__ import annotations
@@ -32,20 +35,6 @@ DEMO_IDENTITIES = [
 
 def template_paths() -> list[Path]:
     return sorted((Path(settings.BASE_DIR) / "fixtures" / "agents").glob("*.yaml"))
-
-
-def _publish(draft: AgentVersion, *, refusals: list[str]) -> AgentVersion:
-    """Simulate the draft's eval cases unless its config already has a scorecard, then ask the gate.
-
-    A refusal (failing scorecard) leaves the template as a draft and is reported.
-    """
-    try:
-        if scorecards.latest(draft) is None:
-            scorecards.score(draft)
-        return gate.publish(draft)
-    except (gate.PublishRefused, scorecards.SimulationError) as refused:
-        refusals.append(getattr(refused, "reason", str(refused)))
-        return draft
 
 
 class Command(BaseCommand):
@@ -82,7 +71,7 @@ class Command(BaseCommand):
 
     def _load(self, path: Path, organization: Organization) -> AgentVersion:
         refusals: list[str] = []
-        version = versions.load_template(path, publisher=lambda draft: _publish(draft, refusals=refusals))
+        version = versions.load_template(path, publisher=lambda draft: self._publish(draft, refusals=refusals))
         label = f"  {version.agent.slug} v{version.number} ({version.status}) {version.agent.name!r}"
         if version.is_valid:
             self.stdout.write(self.style.SUCCESS(f"{label}: valid") + f"  [{path.name}]")
@@ -95,6 +84,21 @@ class Command(BaseCommand):
         if version.status == VersionStatus.PUBLISHED:
             self._deploy(organization, version)
         return version
+
+    def _publish(self, draft: AgentVersion, *, refusals: list[str]) -> AgentVersion:
+        """Simulate the draft's eval cases unless its config already has a scorecard, then ask the gate.
+
+        A refusal (a failing scorecard) leaves the template as a draft and is reported.
+        """
+        try:
+            if scorecards.latest(draft) is None:
+                self.stdout.write(f"  {draft.agent.slug} v{draft.number}: simulating its eval cases…")
+                card = scorecards.score(draft)
+                self.stdout.write(f"    scorecard #{card.pk}: {'passed' if card.passed else 'FAILED'}")
+            return gate.publish(draft)
+        except (gate.PublishRefused, scorecards.SimulationError) as refused:
+            refusals.append(getattr(refused, "reason", str(refused)))
+            return draft
 
     def _deploy(self, organization: Organization, version: AgentVersion) -> None:
         active = Deployment.objects.filter(organization=organization, agent_id=version.agent_id, active=True).first()

@@ -20,6 +20,10 @@ from simulator import report, scorecards
 class Command(BaseCommand):
     help = "Simulate an agent version's eval cases (six virtual weeks in seconds) and print timelines and a scorecard."
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs) -> CommandParser:
+        # `--version N` picks the agent version (DESIGN §7), replacing Django's "print Django's version".
+        return super().create_parser(prog_name, subcommand, conflict_handler="resolve", **kwargs)
+
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("agent", help="agent slug")
         parser.add_argument("--version", type=int, dest="number", help="version number (default: latest valid)")

@@ -1,0 +1,147 @@
+"""Run one eval case: a normal run with `sim=True`, personas as its contacts, weeks of virtual time.
+
+    result = engine.run_case(version, case, organization=org, seed=0)
+
+The organization should hold only sandbox identities (simulator.sim_org);
+the runtime sends a simulated run's messages through the sandbox connector
+whatever it holds, and the scheduler stops with RealSendError if a send ever
+reports a real provider.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from agents.models import AgentVersion, Organization
+from runs import starts, timeline
+from runs.models import RunStatus, TaskStatus
+from simulator import expectations, personas, scheduler
+
+DEFAULT_WEEKS = 6
+# A Monday that is the last day of its month, so day N of a simulation is the Nth of the next month and a
+# persona's "out until the 10th" agrees with its `until_day: 10`. No daylight-saving change falls in the
+# following weeks in either hemisphere's usual zones, so six weeks keep one UTC offset.
+DEFAULT_START = (2029, 12, 31)
+START_TIME = time(9, 0)
+DAY = timedelta(days=1)
+
+
+@dataclass
+class CaseResult:
+    name: str
+    passed: bool
+    reasons: list[str]
+    metrics: dict
+    run_id: int
+    timeline: list[dict] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_case(
+    version: AgentVersion,
+    case: dict,
+    *,
+    organization: Organization,
+    seed: int = 0,
+    weeks: int | None = None,
+    start_at: datetime | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> CaseResult:
+    """Simulate `case` (one entry of version.compiled["evals"]) and check its expectations."""
+    plan = version.compiled or {}
+    start = start_at or default_start(organization)
+    weeks = weeks or case.get("weeks") or DEFAULT_WEEKS
+    # hash() of a str changes per process; a digest keeps "same seed, same transcript" across processes.
+    rng = random.Random(seed ^ _stable_hash(case["name"]))
+    cast = personas.cast_for(plan, case, start=start, rng=rng, token=uuid.uuid4().hex[:8],
+                             default_tz=organization.default_timezone, writer=personas.llm_writer(plan))
+    run = starts.start_run(
+        organization, version=version, goal=case.get("goal") or _goal(plan, case), contacts=cast.contacts(),
+        inputs=_inputs(plan, case), sim=True, virtual_now=start,
+    )
+    report = scheduler.SimScheduler(run, cast=cast, horizon=start + timedelta(weeks=weeks), progress=progress).run()
+    facts = expectations.gather(run, start=start, opt_outs=report.opt_outs)
+    reasons = expectations.check(case.get("expect") or {}, facts)
+    return CaseResult(name=case["name"], passed=not reasons, reasons=reasons, metrics=_metrics(facts),
+                      run_id=run.pk, timeline=_timeline(facts, cast=cast, report=report))
+
+
+def default_start(organization: Organization) -> datetime:
+    """The fixed Monday 09:00 in the organization's zone: the same seed gives the same transcript."""
+    return datetime(*DEFAULT_START, START_TIME.hour, START_TIME.minute, tzinfo=ZoneInfo(organization.default_timezone))
+
+
+def _metrics(facts: expectations.Facts) -> dict:
+    run, required = facts.run, [t for t in facts.tasks if t.required]
+    done = bool(required) and all(t.status == TaskStatus.DONE for t in required)
+    days_to_done = None
+    if done:
+        days_to_done = round((max(t.done_at for t in required) - facts.start) / DAY, 2)
+    elif run.status == RunStatus.COMPLETED and run.ended_at:
+        days_to_done = round((run.ended_at - facts.start) / DAY, 2)
+    return {
+        "days_to_done": days_to_done,
+        "messages": len(facts.sent),
+        "messages_by_channel": dict(sorted(Counter(m.channel for m in facts.sent).items())),
+        "escalations": len(facts.escalations),
+        "escalation_kinds": [e.kind for e in facts.escalations],
+        "tokens": run.tokens_used,
+        "cost_usd": str(run.cost_used),
+        "episodes": scheduler.episodes_run(run.pk),
+        "final_status": run.status,
+        "policy_violations": len(expectations.policy_violations(facts)),
+        "quiet_hour_sends": len(expectations.quiet_hour_sends(facts)),
+        "duplicate_sends": len(expectations.duplicate_sends(facts)),
+    }
+
+
+def _timeline(facts: expectations.Facts, *, cast: personas.Cast, report: scheduler.SchedulerReport) -> list[dict]:
+    """The run's story by virtual day. Addresses read as roles: they carry a per-run token (personas.cast_for)."""
+    labels = {address: f"{contact.role} <{contact.name}>" for contact in facts.contacts
+              for channel in expectations.ADDRESS_FIELD for address in expectations.addresses(contact, channel)}
+    rows = []
+    for item in timeline.timeline_for(facts.run, include_journal=False):
+        summary = item.summary
+        if item.type == "outbound":
+            summary = re.sub(r"^→ (\S+)", lambda m: f"→ {labels.get(m.group(1), m.group(1))}", summary)
+        rows.append(_row(facts, at=item.at, type=item.type, kind=item.kind, channel=item.channel,
+                         direction=item.direction, summary=summary))
+    for delivery in report.deliveries:
+        if delivery.episode_id is None:  # keywords and refused messages never became episodes
+            action = delivery.action
+            rows.append(_row(facts, at=action.at, type="persona", kind=action.kind, channel=action.channel,
+                             direction="in", summary=f"{action.role}: {action.text} ({delivery.note})"))
+    return sorted(rows, key=lambda row: row["at"])
+
+
+def _row(facts: expectations.Facts, *, at: datetime, **fields) -> dict:
+    # UTC isoformat sorts as text in time order.
+    return {"day": round((at - facts.start) / DAY, 3), "at": at.astimezone(UTC).isoformat(), **fields}
+
+
+def _goal(plan: dict, case: dict) -> str:
+    return plan.get("description") or f"Simulated case {case['name']}"
+
+
+def _inputs(plan: dict, case: dict) -> dict:
+    """The case's inputs; a required input it leaves out gets the example from its description, if any."""
+    inputs = dict(case.get("inputs") or {})
+    for spec in plan.get("inputs") or []:
+        if spec["key"] not in inputs and spec.get("required", True):
+            example = re.search(r'e\.g\.\s*"?([^"]+?)"?\.?\s*$', spec.get("description") or "")
+            inputs[spec["key"]] = example.group(1) if example else f"example {spec['key'].replace('_', ' ')}"
+    return inputs
+
+
+def _stable_hash(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")

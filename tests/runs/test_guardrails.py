@@ -1,0 +1,112 @@
+"""The guardrail: deterministic rules on every send, a model verdict when LUCIA_GUARDRAIL_MODEL is set."""
+
+import pytest
+
+from runs import guardrails
+from runs.models import Escalation, JournalEntry, OutboxMessage, RunStatus
+from tests.fakes.openai_server import FakeOpenAIServer, completion
+from tests.runs import loop_helpers as h
+from tests.runs import send_helpers as s
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _settings(settings):
+    settings.LUCIA_LLM = "scripted"
+    settings.LUCIA_GUARDRAIL_MODEL = ""
+
+
+def _review(run, body: str, *, channel: str = "email"):
+    ctx = h.context(run, h.add_episode(run, "start"), epoch=h.claim(run))
+    return guardrails.review(ctx, tool=f"send_{channel}", channel=channel, recipient=h.VENDOR_EMAIL,
+                             payload={"body": body})
+
+
+@pytest.mark.parametrize(("body", "rule"), [
+    ("x" * 1601, "max_length"),
+    ("Please also copy audit@attacker.example on your reply.", "foreign_reference"),
+    ("Upload it at https://evil.example/upload", "foreign_reference"),
+    ("Or call us at +1 (212) 555-0199.", "foreign_reference"),
+    ("Send the W-9 and we will pay your invoice today.", "payment_promise"),
+    ("Without it our attorneys will take legal action.", "legal_threat"),
+])
+def test_deterministic_rules_block(body, rule):
+    run = h.make_run()
+    verdict = _review(run, body, channel="sms" if rule == "max_length" else "email")
+
+    assert verdict.allowed is False and verdict.rule == rule and verdict.model == ""
+
+
+@pytest.mark.parametrize("body", [
+    "The blank form is at https://www.irs.gov/pub/irs-pdf/fw9.pdf.",  # in the builder's scripted template
+    f"Reply here or write to {h.VENDOR_EMAIL}.",  # the contact's own address
+    "Invoice INV-2025-000123 is still open; we need the form before we can pay it.",
+    "x" * 1600,
+])
+def test_what_belongs_to_the_run_passes(body):
+    run = h.make_run()
+
+    assert _review(run, body, channel="sms").allowed is True
+
+
+def test_a_guardrail_block_is_journaled_and_escalated_and_nothing_is_sent():
+    run = h.make_run()
+    result, session = s.dispatch(run, h.add_episode(run, "inbound"), "send_email",
+                                 {**s.EMAIL, "body": "As asked, also sending this to audit@attacker.example."})
+
+    assert result["ok"] is False and result["status"] == "blocked"
+    assert session.stop and session.outcome.escalated
+    assert not OutboxMessage.objects.exists()
+    entry = JournalEntry.objects.get(run=run, kind="guardrail")
+    assert entry.data["rule"] == "foreign_reference" and "audit@attacker.example" in entry.data["reason"]
+    escalation = Escalation.objects.get(run=run)
+    assert escalation.kind == "guardrail_block" and escalation.context["rule"] == "foreign_reference"
+    assert run.__class__.objects.get(pk=run.pk).status == RunStatus.WAITING_HUMAN
+
+
+@pytest.fixture
+def guardrail_model(settings):
+    with FakeOpenAIServer() as server:
+        settings.OPENAI_BASE_URL = server.base_url
+        settings.OPENAI_API_KEY = "test"
+        settings.LUCIA_GUARDRAIL_MODEL = "gpt-4o-mini"
+        yield server
+
+
+def test_the_model_verdict_blocks_and_is_journaled_with_the_model(guardrail_model):
+    guardrail_model.enqueue(completion(content='{"allow": false, "reason": "pressures the vendor"}'))
+    run = h.make_run()
+    result, _ = s.dispatch(run, h.add_episode(run, "start"), "send_email", s.EMAIL)
+
+    assert result["status"] == "blocked" and not OutboxMessage.objects.exists()
+    [request] = guardrail_model.requests
+    assert request["model"] == "gpt-4o-mini" and "Could you send your W-9?" in request["messages"][1]["content"]
+    entry = JournalEntry.objects.get(run=run, kind="guardrail")
+    assert entry.data["allowed"] is False and entry.data["reason"] == "pressures the vendor"
+    assert entry.data["model"].startswith("gpt-4o-mini")
+    call = JournalEntry.objects.get(run=run, kind="model_call")
+    assert call.model_provider == "openai" and call.tokens_in == 120
+    assert Escalation.objects.get(run=run).kind == "guardrail_block"
+
+
+def test_the_model_allows_and_a_re_executed_episode_replays_its_verdict(guardrail_model):
+    guardrail_model.enqueue(completion(content='```json\n{"allow": true, "reason": "polite request"}\n```'))
+    run = h.make_run()
+    episode = h.add_episode(run, "start")
+    epoch = h.claim(run)
+    result, _ = s.dispatch(run, episode, "send_email", s.EMAIL, epoch=epoch)
+    OutboxMessage.objects.all().delete()  # as if the first attempt died before writing its row
+    again, _ = s.dispatch(run, episode, "send_email", s.EMAIL, epoch=epoch)
+
+    assert result["status"] == again["status"] == "sent"
+    assert len(guardrail_model.requests) == 1
+
+
+def test_an_unreadable_model_verdict_blocks(guardrail_model):
+    guardrail_model.enqueue(completion(content="Looks fine to me!"))
+    run = h.make_run()
+    result, _ = s.dispatch(run, h.add_episode(run, "start"), "send_email", s.EMAIL)
+
+    assert result["status"] == "blocked"
+    assert JournalEntry.objects.get(run=run, kind="guardrail").data["rule"] == "guardrail_model"

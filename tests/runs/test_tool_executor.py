@@ -1,0 +1,211 @@
+"""The ToolExecutor against fake providers: identities, sim isolation, permanent and transient errors, caps."""
+
+from datetime import datetime, timedelta
+from email.utils import parseaddr
+
+import pytest
+
+from connectors import message_ids
+from connectors.models import InboundMessage, SandboxMessage, Suppression
+from runs import inbound_routing, tool_executor, tools
+from runs.models import Escalation, JournalEntry, OutboxMessage, OutboxStatus, Run, RunStatus
+from runs.outbox import idem_key
+from tests.factories import OrganizationFactory
+from tests.runs import loop_helpers as h
+from tests.runs import send_helpers as s
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _urls(settings):
+    settings.LUCIA_PUBLIC_URL = "https://lucia.example.com"
+    settings.LUCIA_INBOUND_DOMAIN = "in.lucia.test"
+    settings.LUCIA_LLM = "scripted"
+
+
+@pytest.fixture
+def twilio():
+    server = s.start_twilio()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def mailgun():
+    server = s.start_mailgun()
+    yield server
+    server.stop()
+
+
+def test_an_sms_goes_out_once_through_the_org_identity_with_the_key_in_the_callback(twilio):
+    run = s.real_run()
+    s.sms_identity(run.organization, twilio)
+    episode = h.add_episode(run, "start")
+    result, _ = s.dispatch(run, episode, "send_sms", s.SMS)
+
+    assert result["ok"] is True and result["status"] == "sent"
+    [create] = twilio.calls_to("/Messages.json", method="POST")
+    row = OutboxMessage.objects.get(run=run)
+    assert create.first("To") == s.VENDOR_NUMBER and create.first("From") == s.OUR_NUMBER
+    assert create.first("Body") == row.payload["body"] and row.payload["body"].endswith("Reply STOP to opt out.")
+    assert create.first("StatusCallback").endswith(f"?k={row.idem_key}")
+    assert row.status == OutboxStatus.SENT and row.provider_message_id == twilio.messages[0]["sid"]
+    assert row.attempts == 1 and row.sent_at is not None
+
+
+def test_an_email_carries_reply_to_message_id_and_threads_on_the_last_inbound(mailgun):
+    run = s.real_run()
+    s.email_identity(run.organization, mailgun)
+    stored = InboundMessage.objects.create(
+        organization=run.organization, channel="email", provider_id="<v1@vendor.test>", from_address=h.VENDOR_EMAIL,
+        text="which form?", headers={"Message-ID": "<v1@vendor.test>", "References": "<v0@vendor.test>",
+                                     "in_reply_to": "<v0@vendor.test>", "references": ["<v0@vendor.test>"]},
+    )
+    h.add_episode(run, "inbound", inbound_routing.episode_payload(stored))  # what routing gives the run
+    episode = h.add_episode(run, "event")
+    s.dispatch(run, episode, "send_email", s.EMAIL)
+
+    [post] = mailgun.calls_to(f"/v3/{s.MAIL_DOMAIN}/messages")
+    row = OutboxMessage.objects.get(run=run)
+    assert post.first("h:Message-Id") == message_ids.message_id_for(row.idem_key)
+    assert parseaddr(post.first("h:Reply-To"))[1] == message_ids.reply_address(run.pk)
+    assert post.first("h:In-Reply-To") == "<v1@vendor.test>"
+    assert post.first("h:References") == "<v0@vendor.test> <v1@vendor.test>"
+    assert row.status == OutboxStatus.SENT and row.provider_message_id
+
+
+def test_a_sim_run_never_calls_the_real_provider_of_its_organization(twilio):
+    run = h.make_run(plan=s.open_plan())
+    s.sms_identity(run.organization, twilio)  # a real number with working credentials
+    result, _ = s.dispatch(run, h.add_episode(run, "start"), "send_sms", s.SMS)
+
+    assert result["status"] == "sent"
+    assert twilio.requests == []
+    stored = SandboxMessage.objects.get()
+    assert stored.idem_key == OutboxMessage.objects.get(run=run).idem_key and stored.recipient == s.VENDOR_NUMBER
+
+
+def test_a_real_run_without_an_identity_gets_an_error_result_and_writes_no_row():
+    run = s.real_run()
+    result, session = s.dispatch(run, h.add_episode(run, "start"), "send_sms", s.SMS)
+
+    assert result["ok"] is False and result["status"] == "unavailable" and "sms" in result["error"]
+    assert not OutboxMessage.objects.exists()
+    assert JournalEntry.objects.filter(run=run, kind="note", data__text="no active sms identity").exists()
+    assert not session.stop  # the model may try another channel
+
+
+def test_opted_out_21610_fails_the_row_suppresses_the_number_and_is_never_retried(twilio):
+    run = s.real_run()
+    s.sms_identity(run.organization, twilio)
+    twilio.refuse[s.VENDOR_NUMBER] = 21610
+    episode = h.add_episode(run, "start")
+    epoch = h.claim(run)
+    first, _ = s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)
+    again, _ = s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)  # the episode re-executed
+
+    assert first["status"] == again["status"] == "failed"
+    row = OutboxMessage.objects.get(run=run)
+    assert row.status == OutboxStatus.FAILED and "21610" in row.error
+    assert Suppression.objects.get(organization=run.organization, channel="sms").address == s.VENDOR_NUMBER
+    assert s.creates(twilio) == 1
+    # Another run of the organization is now blocked before any provider call.
+    other = s.real_run(organization=run.organization)
+    blocked, _ = s.dispatch(other, h.add_episode(other, "start"), "send_sms", s.SMS)
+    assert blocked["status"] == "blocked" and s.creates(twilio) == 1
+
+
+def test_invalid_number_21211_fails_without_suppressing(twilio):
+    run = s.real_run()
+    s.sms_identity(run.organization, twilio)
+    twilio.refuse[s.VENDOR_NUMBER] = 21211
+    result, _ = s.dispatch(run, h.add_episode(run, "start"), "send_sms", s.SMS)
+
+    assert result["status"] == "failed"
+    assert OutboxMessage.objects.get(run=run).status == OutboxStatus.FAILED
+    assert not Suppression.objects.exists()
+
+
+def test_a_suppressed_number_is_blocked_before_any_row_or_call(twilio):
+    run = s.real_run()
+    s.sms_identity(run.organization, twilio)
+    Suppression.objects.create(organization=run.organization, channel="sms", address=s.VENDOR_NUMBER, reason="stop")
+    result, _ = s.dispatch(run, h.add_episode(run, "start"), "send_sms", s.SMS)
+
+    assert result["status"] == "blocked"
+    assert not OutboxMessage.objects.exists() and twilio.requests == []
+    assert JournalEntry.objects.filter(run=run, kind="policy_block", data__rule="suppressed").exists()
+
+
+def test_a_transient_refusal_leaves_the_row_pending_and_the_retry_sends_it_once(twilio):
+    run = s.real_run()
+    s.sms_identity(run.organization, twilio)
+    episode = h.add_episode(run, "start")
+    epoch = h.claim(run)
+    twilio.fail_with(429)
+    with pytest.raises(tool_executor.SendRetry):
+        s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)
+    assert OutboxMessage.objects.get(run=run).status == OutboxStatus.PENDING
+
+    twilio.fail_with(None)
+    result, _ = s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)
+
+    assert result["status"] == "sent"
+    assert len(twilio.messages) == 1
+    assert OutboxMessage.objects.get(run=run).attempts == 2
+
+
+def test_a_5xx_whose_outcome_nobody_can_tell_becomes_uncertain_without_a_second_send(twilio):
+    run = s.real_run()
+    s.sms_identity(run.organization, twilio)
+    episode = h.add_episode(run, "start")
+    twilio.fail_with(502)  # the create and the lookup's list both fail
+    result, session = s.dispatch(run, episode, "send_sms", s.SMS)
+
+    assert result["status"] == "uncertain" and session.stop
+    row = OutboxMessage.objects.get(run=run)
+    assert row.status == OutboxStatus.UNCERTAIN
+    escalation = Escalation.objects.get(run=run, kind="uncertain_send")
+    assert escalation.outbox_message_id == row.pk and escalation.options == ["it was sent", "it was not sent"]
+    assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING_HUMAN
+    assert s.creates(twilio) == 1
+
+
+def test_per_contact_caps_count_every_run_of_the_organization_and_defer():
+    plan = s.open_plan(per_contact_caps={"per_day": 2, "per_week": 6})
+    first = h.make_run(plan=plan)
+    second = h.make_run(plan=plan, organization=first.organization)
+    episode = h.add_episode(first, "start")
+    epoch = h.claim(first)
+    session = tools.ToolSession()
+    s.dispatch(first, episode, "send_email", s.EMAIL, epoch=epoch, session=session)
+    s.dispatch(first, episode, "send_email", {**s.EMAIL, "body": "and the 1099"}, epoch=epoch, session=session)
+
+    result, later = s.dispatch(second, h.add_episode(second, "start"), "send_email", s.EMAIL)
+
+    assert result["status"] == "deferred"
+    sent_at = OutboxMessage.objects.filter(run=first).order_by("created_at").first().created_at
+    assert later.outcome.followup_override >= sent_at + timedelta(days=1)
+    assert later.outcome.followup_override == datetime.fromisoformat(result["deferred_until"])
+    assert not OutboxMessage.objects.filter(run=second).exists()
+    block = JournalEntry.objects.get(run=second, kind="policy_block")
+    assert block.data["rule"] == "per_contact_cap" and block.data["cap"] == "per_day"
+
+
+def test_caps_ignore_other_organizations_and_sends_that_failed():
+    plan = s.open_plan(per_contact_caps={"per_day": 1, "per_week": 6})
+    elsewhere = h.make_run(plan=plan)
+    s.dispatch(elsewhere, h.add_episode(elsewhere, "start"), "send_email", s.EMAIL)
+    run = h.make_run(plan=plan, organization=OrganizationFactory())
+    failed = h.make_run(plan=plan, organization=run.organization)
+    OutboxMessage.objects.create(
+        idem_key=idem_key(run_id=failed.pk, episode_id=0, task_key="", tool="send_email", recipient=h.VENDOR_EMAIL,
+                          ordinal=0),
+        run=failed, episode=h.add_episode(failed, "start"), tool="send_email", channel="email",
+        recipient=h.VENDOR_EMAIL, status=OutboxStatus.FAILED, created_at=failed.virtual_now,
+    )
+
+    result, _ = s.dispatch(run, h.add_episode(run, "start"), "send_email", s.EMAIL)
+
+    assert result["status"] == "sent"
