@@ -93,6 +93,8 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 LUCIA_SECRETS_KEY = env_str("LUCIA_SECRETS_KEY")
 # Names fault-injection points that end the process (tests and the chaos suite only).
 LUCIA_FAULTS = env_list("LUCIA_FAULTS", [])
+# Where `name:once` faults leave their marker, so a restarted worker runs through.
+LUCIA_FAULTS_DIR = env_str("LUCIA_FAULTS_DIR", "")
 LUCIA_LEASE_SECONDS = env_int("LUCIA_LEASE_SECONDS", 90)
 LUCIA_HEARTBEAT_SECONDS = env_int("LUCIA_HEARTBEAT_SECONDS", 30)
 LUCIA_EPISODE_MAX_ATTEMPTS = env_int("LUCIA_EPISODE_MAX_ATTEMPTS", 3)

@@ -38,7 +38,7 @@ def point(name: str) -> None:
 
 def _first_time(name: str) -> bool:
     """True once per marker directory: O_EXCL makes two processes racing for the marker agree."""
-    directory = getattr(settings, "LUCIA_FAULTS_DIR", "") or os.environ.get("LUCIA_FAULTS_DIR", "")
+    directory = settings.LUCIA_FAULTS_DIR
     if not directory:
         raise RuntimeError(f"LUCIA_FAULTS names {name}:once but LUCIA_FAULTS_DIR is not set")
     marker = Path(directory) / f"{name}.fired"

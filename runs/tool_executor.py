@@ -86,8 +86,7 @@ def deliver(ctx: EpisodeContext, message: OutboxMessage) -> SendOutcome:
     if message.status == OutboxStatus.SENT:
         return _sent(message, adopted=True)
     if message.status == OutboxStatus.FAILED:
-        return SendOutcome("failed", f"the {message.channel} message could not be delivered: {message.error}",
-                           outbox_id=message.pk)
+        return _failed(message)
     if message.status == OutboxStatus.UNCERTAIN:
         return _uncertain(message)
     connector = connector_for(ctx, message.channel)
@@ -100,9 +99,7 @@ def deliver(ctx: EpisodeContext, message: OutboxMessage) -> SendOutcome:
             return settled
     if suppressions.is_suppressed(ctx.run.organization_id, channel=message.channel, address=message.recipient):
         # Suppressed since the send was decided (a STOP came in): it never goes out.
-        failed = outbox.record_failed(ctx, message, error="the recipient is suppressed")
-        return SendOutcome("blocked", f"blocked: the {message.channel} address opted out or bounced",
-                           outbox_id=failed.pk)
+        return _failed(outbox.record_failed(ctx, message, error="the recipient opted out or bounced"))
     return _send(ctx, message, connector=connector, outbound=outbound)
 
 
@@ -226,8 +223,7 @@ def _failed_call(ctx: EpisodeContext, message: OutboxMessage, failure: Connector
                                   reason=SuppressionReason.STOP)
         record(ctx, JournalKind.POLICY_BLOCK, {"tool": message.tool, "rule": "provider_refused", "code": failure.code,
                                                "error": str(failure), "outbox_id": message.pk})
-        return SendOutcome("failed", f"the {message.channel} message could not be delivered ({error}); "
-                           "do not retry it on this channel", outbox_id=failed.pk)
+        return _failed(failed)
     if failure.outcome_unknown:
         # The request may have reached the provider: the same as a crash after the call began.
         recovered = _recover(ctx, message, connector=connector, outbound=outbound)
@@ -268,6 +264,12 @@ def _window_closed(ctx: EpisodeContext, message: OutboxMessage) -> bool:
 
 def _sent(message: OutboxMessage, *, adopted: bool) -> SendOutcome:
     return SendOutcome("sent", outbox_id=message.pk, provider_message_id=message.provider_message_id, adopted=adopted)
+
+
+def _failed(message: OutboxMessage) -> SendOutcome:
+    # Built from the row alone, so a re-executed episode hands the model the same result.
+    return SendOutcome("failed", f"the {message.channel} message could not be delivered ({message.error}); "
+                       "do not retry it on this channel", outbox_id=message.pk)
 
 
 def _uncertain(message: OutboxMessage) -> SendOutcome:

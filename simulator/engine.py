@@ -60,6 +60,8 @@ def run_case(
     """Simulate `case` (one entry of version.compiled["evals"]) and check its expectations."""
     plan = version.compiled or {}
     start = start_at or default_start(organization)
+    if start.tzinfo is None:  # a naive start means the organization's wall clock
+        start = start.replace(tzinfo=ZoneInfo(organization.default_timezone))
     weeks = weeks or case.get("weeks") or DEFAULT_WEEKS
     # hash() of a str changes per process; a digest keeps "same seed, same transcript" across processes.
     rng = random.Random(seed ^ _stable_hash(case["name"]))
