@@ -64,7 +64,7 @@ def check(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, conta
         return Hold("blocked", f"blocked: the {channel} address opted out or bounced; do not contact it")
     org_tz = ctx.run.organization.default_timezone
     deferred = policy.check_send_window(ctx.plan, contact_tz=contact.timezone, org_tz=org_tz, now=ctx.now,
-                                        run_id=ctx.run_id)
+                                        run_id=ctx.run.offset_key)
     if deferred is not None:
         record(ctx, JournalKind.POLICY_BLOCK,
                {"tool": tool, "rule": "send_window", "deferred_until": deferred.isoformat()})
@@ -93,8 +93,7 @@ def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact) -> tu
     if not limits:
         return None
     longest = max(span for _, _, span in limits)
-    times = outbox.recent_send_times(ctx.run.organization_id, recipient=recipient, since=ctx.now - longest,
-                                     sim=ctx.run.sim)
+    times = outbox.recent_send_times(ctx.run, recipient=recipient, since=ctx.now - longest, until=ctx.now)
     free_at, rule = None, ""
     for name, limit, span in limits:
         inside = [at for at in times if at > ctx.now - span]
@@ -106,4 +105,4 @@ def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact) -> tu
     if free_at is None:
         return None
     tz = policy.resolve_timezone(ctx.plan, contact_tz=contact.timezone, org_tz=ctx.run.organization.default_timezone)
-    return policy.clamp_defer(ctx.plan, requested=free_at, now=ctx.now, tz=tz, run_id=ctx.run_id), rule
+    return policy.clamp_defer(ctx.plan, requested=free_at, now=ctx.now, tz=tz, run_id=ctx.run.offset_key), rule

@@ -64,7 +64,7 @@ def plan_next(run: Run, episode: Episode, outcome: EpisodeOutcome) -> policy.Nex
     task_key, contact_tz = _chased(run)
     return policy.plan_next(
         run.plan, state=run.state.get("policy", {}), contact_tz=contact_tz, org_tz=run.organization.default_timezone,
-        now=clock.now(run), event=events.event_for(episode.kind), run_id=run.pk, task_key=task_key,
+        now=clock.now(run), event=events.event_for(episode.kind), run_id=run.offset_key, task_key=task_key,
         defer_until=outcome.followup_override, outreach_sent=_sent_something(episode),
     )
 

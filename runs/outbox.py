@@ -16,7 +16,7 @@ from datetime import datetime
 
 from runs import escalations
 from runs.context import EpisodeContext
-from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus
+from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Run
 
 # Rows that reached (or may have reached) the recipient: what per-contact caps count.
 COUNTED_STATUSES = (OutboxStatus.SENDING, OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
@@ -49,16 +49,17 @@ def pending_for(run_id: int) -> list[OutboxMessage]:
     return list(OutboxMessage.objects.filter(run_id=run_id, status=OutboxStatus.PENDING).order_by("created_at", "id"))
 
 
-def recent_send_times(organization_id: int, *, recipient: str, since: datetime, sim: bool) -> list[datetime]:
-    """When the organization's runs sent (or may have sent) to `recipient` since `since`, oldest first.
+def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datetime) -> list[datetime]:
+    """When the run's organization sent (or may have sent) to `recipient` in (since, until], oldest first.
 
-    Simulated and real runs are counted apart: a simulation's virtual clock and
-    its personas say nothing about what a real person received.
+    A real run counts every real run of its organization. A simulated run
+    counts only its own sends: each simulation has its own virtual clock and
+    personas, and says nothing about what another one's recipient received.
     """
     rows = OutboxMessage.objects.filter(
-        run__organization_id=organization_id, run__sim=sim, recipient=recipient, status__in=COUNTED_STATUSES,
-        created_at__gt=since,
+        recipient=recipient, status__in=COUNTED_STATUSES, created_at__gt=since, created_at__lte=until,
     )
+    rows = rows.filter(run=run) if run.sim else rows.filter(run__organization_id=run.organization_id, run__sim=False)
     return sorted(rows.values_list("created_at", flat=True))
 
 

@@ -259,7 +259,7 @@ def _window_closed(ctx: EpisodeContext, message: OutboxMessage) -> bool:
                    None)
     return policy.check_send_window(ctx.plan, contact_tz=contact.timezone if contact else "",
                                     org_tz=ctx.run.organization.default_timezone, now=ctx.now,
-                                    run_id=ctx.run_id) is not None
+                                    run_id=ctx.run.offset_key) is not None
 
 
 def _sent(message: OutboxMessage, *, adopted: bool) -> SendOutcome:

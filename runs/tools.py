@@ -171,7 +171,7 @@ def _schedule_followup(ctx: EpisodeContext, args: dict, session: ToolSession) ->
             return error(f"at: {args['at']!r} is not an ISO 8601 time")
         # A bare date or local time means the contact's (or policy's) zone; the window check moves it to opening.
         requested = requested if requested.tzinfo else requested.replace(tzinfo=tz)
-    at = policy.clamp_defer(ctx.plan, requested=requested, now=ctx.now, tz=tz, run_id=ctx.run_id)
+    at = policy.clamp_defer(ctx.plan, requested=requested, now=ctx.now, tz=tz, run_id=ctx.run.offset_key)
     session.outcome.followup_override = at
     return {"ok": True, "followup_at": at.isoformat(), "moved_by_policy": at != requested, "reason": args["reason"]}
 

@@ -69,7 +69,7 @@ def run_case(
                              default_tz=organization.default_timezone, writer=personas.llm_writer(plan))
     run = starts.start_run(
         organization, version=version, goal=case.get("goal") or _goal(plan, case), contacts=cast.contacts(),
-        inputs=_inputs(plan, case), sim=True, virtual_now=start,
+        inputs=_inputs(plan, case), sim=True, virtual_now=start, external_ref=f"sim:{case['name']}:{seed}",
     )
     report = scheduler.SimScheduler(run, cast=cast, horizon=start + timedelta(weeks=weeks), progress=progress).run()
     facts = expectations.gather(run, start=start, opt_outs=report.opt_outs)

@@ -49,7 +49,8 @@ def receive_message(item: ParsedInbound, *, channel: str, organization: Organiza
 
 
 def receive_keyword(item: ParsedInbound, *, channel: str, organization: Organization | None) -> str:
-    """STOP suppresses the number for the whole organization, START lifts it; HELP gets the help text."""
+    """STOP suppresses the number for the whole organization (and reaches the run), START lifts it;
+    HELP gets the help text."""
     with transaction.atomic():
         message, created = inbound.store(item, channel=channel, organization=organization)
         if created:
@@ -68,6 +69,9 @@ def _act_on_keyword(
     elif item.kind == "stop":
         suppressions.suppress(organization, channel=keyword_channel, address=item.from_address,
                               reason=SuppressionReason.STOP)
+        # The run hears it too: an opt-out goes to a human at once instead of waiting out the ladder.
+        inbound_routing.deliver(message, organization=organization)
+        return
     elif item.kind == "start" and not suppressions.unsuppress(
             organization, channel=keyword_channel, address=item.from_address):
         # "Yes" is one of Twilio's opt-in words; from a number that never opted out it is an answer.

@@ -73,6 +73,14 @@ class Run(FSMModelMixin, models.Model):
     def is_open(self) -> bool:
         return self.status in OPEN_RUN_STATUSES
 
+    @property
+    def offset_key(self) -> int | str:
+        """What spreads this run's business-day wakes (runs.policy.run_offset): its id, or for a
+        simulation its stable `sim:` reference, so the same case and seed give the same times."""
+        if self.sim and self.external_ref.startswith("sim:"):
+            return self.external_ref
+        return self.pk
+
     @transition(field=status, source=[RunStatus.WAITING, RunStatus.WAITING_HUMAN, RunStatus.ACTIVE],
                 target=RunStatus.ACTIVE)
     def activate(self) -> None:

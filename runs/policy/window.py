@@ -52,8 +52,11 @@ def resolve_timezone(plan: dict, *, contact_tz: str, org_tz: str) -> ZoneInfo:
     return ZoneInfo("UTC")
 
 
-def run_offset(run_id: int) -> timedelta:
-    """A fixed 0–299 s offset per run, stable across processes (unlike hash())."""
+def run_offset(run_id: int | str) -> timedelta:
+    """A fixed 0–299 s offset per run, stable across processes (unlike hash()).
+
+    `run_id` is the run's `offset_key`: its id, or a simulated run's stable reference.
+    """
     digest = hashlib.sha256(f"lucia.policy.offset:{run_id}".encode()).digest()
     return timedelta(seconds=int.from_bytes(digest[:8], "big") % OFFSET_SPREAD_S)
 

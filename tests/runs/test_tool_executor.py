@@ -5,7 +5,7 @@ from email.utils import parseaddr
 
 import pytest
 
-from connectors import message_ids
+from connectors import identities, message_ids
 from connectors.models import InboundMessage, SandboxMessage, Suppression
 from runs import inbound_routing, tool_executor, tools
 from runs.models import Escalation, JournalEntry, OutboxMessage, OutboxStatus, Run, RunStatus
@@ -174,8 +174,9 @@ def test_a_5xx_whose_outcome_nobody_can_tell_becomes_uncertain_without_a_second_
 
 def test_per_contact_caps_count_every_run_of_the_organization_and_defer():
     plan = s.open_plan(per_contact_caps={"per_day": 2, "per_week": 6})
-    first = h.make_run(plan=plan)
-    second = h.make_run(plan=plan, organization=first.organization)
+    first = s.real_run(plan)
+    second = s.real_run(plan, organization=first.organization)
+    identities.create_identity(first.organization, channel="email", address="ap@acme.test", sandbox=True)
     episode = h.add_episode(first, "start")
     epoch = h.claim(first)
     session = tools.ToolSession()
@@ -191,6 +192,21 @@ def test_per_contact_caps_count_every_run_of_the_organization_and_defer():
     assert not OutboxMessage.objects.filter(run=second).exists()
     block = JournalEntry.objects.get(run=second, kind="policy_block")
     assert block.data["rule"] == "per_contact_cap" and block.data["cap"] == "per_day"
+
+
+def test_simulated_runs_count_only_their_own_sends_against_caps():
+    plan = s.open_plan(per_contact_caps={"per_day": 2, "per_week": 6})
+    first = h.make_run(plan=plan)
+    second = h.make_run(plan=plan, organization=first.organization)
+    episode = h.add_episode(first, "start")
+    epoch = h.claim(first)
+    session = tools.ToolSession()
+    s.dispatch(first, episode, "send_email", s.EMAIL, epoch=epoch, session=session)
+    s.dispatch(first, episode, "send_email", {**s.EMAIL, "body": "and the 1099"}, epoch=epoch, session=session)
+
+    result, _ = s.dispatch(second, h.add_episode(second, "start"), "send_email", s.EMAIL)
+
+    assert result["status"] == "sent"
 
 
 def test_caps_ignore_other_organizations_and_sends_that_failed():

@@ -11,7 +11,7 @@ import pytest
 
 from agents import versions
 from connectors.models import Suppression
-from runs.models import Episode, EpisodeKind, Escalation, JournalEntry, OutboxMessage, OutboxStatus, Run, Task
+from runs.models import Episode, EpisodeKind, Escalation, OutboxMessage, OutboxStatus, Run, Task
 from simulator import documents, engine, personas, sim_org
 from tests.factories import AgentFactory
 from tests.fakes.openai_server import FakeOpenAIServer, completion
@@ -135,7 +135,9 @@ def test_replies_stop_suppresses_the_number_and_no_sms_follows():
                                       reason="stop").exists()
     stop_day = next(row["day"] for row in result.timeline if row["kind"] == "stop")
     assert [row for row in result.timeline if row["kind"] == "send_sms" and row["day"] > stop_day] == []
-    assert JournalEntry.objects.filter(run=run, kind="policy_block", data__rule="suppressed").exists()
+    # The STOP reaches the run: chasing stops at once and a human is asked.
+    assert run.status == "waiting_human"
+    assert Escalation.objects.filter(run=run, status="open").exists()
     assert result.metrics["policy_violations"] == 0
 
 
