@@ -95,9 +95,13 @@ def validate(version: AgentVersion) -> ValidationResult:
     return result
 
 
-def publish(version: AgentVersion, *, scorecard: dict | None = None) -> AgentVersion:
+def publish(
+    version: AgentVersion, *, scorecard: dict | None = None, expected_config_hash: str | None = None
+) -> AgentVersion:
     """Freeze the stored draft as published; `scorecard` is the gate's evidence, kept with it.
 
+    `expected_config_hash` is the config the evidence was gathered on: checked
+    under the row lock, so an edit that lands after the gate looked refuses.
     Returns the published row; raises NotPublishable (with `errors`) for an
     invalid or non-draft version.
     """
@@ -115,6 +119,8 @@ def publish(version: AgentVersion, *, scorecard: dict | None = None) -> AgentVer
             raise NotPublishable(f"{current} is already {current.status}")
         if current.source != stored.source:
             raise NotPublishable(f"{current} was edited while publishing; validate it again")
+        if expected_config_hash is not None and current.config_hash != expected_config_hash:
+            raise NotPublishable(f"{current} changed after it was simulated; simulate it again")
         current.mark_published()
         current.published_at = timezone.now()
         current.gate_scorecard = scorecard

@@ -3,6 +3,14 @@
 The loop (runs.loop.run_episode) reads from the context and writes only inside
 `ctx.fence()`: a transaction that holds the run row and raises LeaseLost when
 this worker no longer owns the run.
+
+Journal entries the loop writes between two side effects (a model reply and
+the tool call it asks for; one tool's result and the next tool's call) wait in
+`pending` and go out with the next fenced write, in order, in its transaction:
+`fence()` writes them first. Nothing that leaves the process (a send, a model
+call's payment) ever happens while an entry that precedes it is only pending,
+except a tool's result, which may wait across the next model call (a crash
+there re-executes the tool, and its result is journaled again).
 """
 
 import contextlib
@@ -10,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runs import leases
-from runs.models import Contact, Episode, Run, Task
+from runs import journal, leases
+from runs.models import Contact, Episode, Run, Task, TaskStatus
 
 
 @dataclass
@@ -27,14 +35,61 @@ class EpisodeContext:
     # The run's clock when the episode started (virtual in a simulation).
     now: datetime
     heartbeat: leases.Heartbeat | None = None
+    # Journal entries waiting for the next fenced write (see the module docstring).
+    pending: list[journal.Entry] = field(default_factory=list)
+    # The run row as this episode's last fence locked it, usage counters included; None before the first.
+    latest: Run | None = None
+    # Tasks this execution marked done. Only the lease holder changes tasks, so with `tasks` this is exact.
+    done_keys: set[str] = field(default_factory=set)
+    # Sending identities by channel, looked up once per episode (runs.tool_executor.connector_for).
+    identities: dict = field(default_factory=dict)
 
     @contextlib.contextmanager
     def fence(self) -> Iterator[Run]:
-        """Yield the locked run row, or raise LeaseLost (also when the heartbeat already saw it lost)."""
+        """Yield the locked run row, or raise LeaseLost (also when the heartbeat already saw it lost).
+
+        Pending journal entries are written first, in the same transaction; if
+        the transaction rolls back they are pending again.
+        """
         if self.heartbeat is not None:
             self.heartbeat.check()
-        with leases.fence(self.run_id, epoch=self.epoch) as run:
-            yield run
+        entries, self.pending = self.pending, []
+        try:
+            with leases.fence(self.run_id, epoch=self.epoch) as run:
+                if Run.organization.is_cached(self.run):
+                    run.organization = self.run.organization
+                journal.write(run, entries)
+                self.latest = run
+                yield run
+        except BaseException:
+            self.pending[:0] = entries
+            raise
+
+    def journal(self, kind: str, data: dict, **model_fields) -> None:
+        """Queue an entry for the next fenced write (runs.tools.record writes at once)."""
+        self.pending.append(journal.Entry(episode_id=self.episode.pk, kind=kind, data=data, at=self.now,
+                                          **model_fields))
+
+    def flush(self) -> None:
+        """Write pending journal entries now."""
+        if self.pending:
+            with self.fence():
+                pass
+
+    def usage(self) -> Run:
+        """The run row with its usage counters as they stand now, to check budgets before a model call.
+
+        A pending paid call is written first (so a crash never pays for it twice);
+        after that the last fence's row is current: every charge is a fenced
+        journal write, and the guardrail model's own write (journaled.call_model)
+        is always followed by a fenced `guardrail` entry.
+        """
+        if any(entry.charges for entry in self.pending):
+            self.flush()
+        return self.latest or self.run
+
+    def open_task_keys(self) -> set[str]:
+        return {t.key for t in self.tasks if t.status == TaskStatus.OPEN and t.key not in self.done_keys}
 
 
 @dataclass

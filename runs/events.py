@@ -9,7 +9,7 @@ before the insert rather than by a failed one.
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Max, Min
+from django.db.models import Exists, Min, Subquery
 
 from runs import clock, policy, queue
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus, Run, RunStatus
@@ -53,11 +53,15 @@ def record_event(
 
 def schedule_episode(run: Run, *, kind: str, due_at: datetime, dedupe_key: str, payload: dict) -> Episode | None:
     """Insert a queued episode; the caller holds the run row lock (a fence or record_event). None = duplicate."""
-    if Episode.objects.filter(run_id=run.pk, dedupe_key=dedupe_key).exists():
+    # One query, each part on its unique index ((run, seq) and (run, dedupe_key)); the lock keeps both still.
+    episodes = Episode.objects.filter(run_id=run.pk)
+    last, duplicate = Run.objects.filter(pk=run.pk).values_list(
+        Subquery(episodes.order_by("-seq").values("seq")[:1]), Exists(episodes.filter(dedupe_key=dedupe_key))
+    ).get()
+    if duplicate:
         return None
-    last = Episode.objects.filter(run_id=run.pk).aggregate(last=Max("seq"))["last"] or 0
     return Episode.objects.create(
-        run_id=run.pk, seq=last + 1, kind=kind, payload=payload, dedupe_key=dedupe_key, due_at=due_at
+        run_id=run.pk, seq=(last or 0) + 1, kind=kind, payload=payload, dedupe_key=dedupe_key, due_at=due_at
     )
 
 

@@ -15,6 +15,7 @@ The evidence mapping `check` takes:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,36 +136,45 @@ def _extract(message: dict, name: str, pattern: re.Pattern | None) -> str:
 _MESSAGE_KINDS = {EpisodeKind.INBOUND: "reply", EpisodeKind.CALL_REPORT: "call"}
 
 
-def gather(run_id: int, *, current: Episode | None = None) -> dict:
-    """The run's evidence: inbound/call episodes already processed (or being processed) and human answers."""
-    episodes = Episode.objects.filter(run_id=run_id, kind__in=list(_MESSAGE_KINDS)).filter(
-        status__in=[EpisodeStatus.DONE, EpisodeStatus.RUNNING]
-    )
-    messages = [_message(e) for e in episodes.order_by("seq")]
-    if current is not None and current.kind in _MESSAGE_KINDS and all(
-        m["source"] != f"episode:{current.pk}" for m in messages
-    ):
-        messages.append(_message(current))
-    answers = Escalation.objects.filter(
-        run_id=run_id, status__in=[EscalationStatus.ANSWERED, EscalationStatus.RESOLVED]
-    ).exclude(answer="")
-    human = [
-        {
-            "source": f"escalation:{e.pk}",
-            "question": e.prompt,
-            "answer": e.answer,
-            "task_key": (e.context or {}).get("task_key", ""),
-        }
-        for e in answers.order_by("pk")
-    ]
+def gather(run_id: int, *, current: Episode | None = None, checks: Iterable[str] | None = None) -> dict:
+    """The run's evidence: inbound/call episodes already processed (or being processed) and human answers.
+
+    `checks` (done_when types) limits the reading to what those checks look at; None reads everything.
+    """
+    wanted = set(_CHECKS) if checks is None else set(checks)
+    messages: list[dict] = []
+    if wanted - {"human_confirmation"}:
+        episodes = Episode.objects.filter(run_id=run_id, kind__in=list(_MESSAGE_KINDS)).filter(
+            status__in=[EpisodeStatus.DONE, EpisodeStatus.RUNNING]
+        )
+        messages = [_message(pk, kind, payload)
+                    for pk, kind, payload in episodes.order_by("seq").values_list("pk", "kind", "payload")]
+        if current is not None and current.kind in _MESSAGE_KINDS and all(
+            m["source"] != f"episode:{current.pk}" for m in messages
+        ):
+            messages.append(_message(current.pk, current.kind, current.payload))
+    human: list[dict] = []
+    if "human_confirmation" in wanted:
+        answers = Escalation.objects.filter(
+            run_id=run_id, status__in=[EscalationStatus.ANSWERED, EscalationStatus.RESOLVED]
+        ).exclude(answer="")
+        human = [
+            {
+                "source": f"escalation:{pk}",
+                "question": prompt,
+                "answer": answer,
+                "task_key": (context or {}).get("task_key", ""),
+            }
+            for pk, prompt, answer, context in answers.order_by("pk").values_list("pk", "prompt", "answer", "context")
+        ]
     return {"messages": messages, "human": human}
 
 
-def _message(episode: Episode) -> dict:
-    payload = episode.payload or {}
+def _message(pk: int, kind: str, payload: dict | None) -> dict:
+    payload = payload or {}
     return {
-        "source": f"episode:{episode.pk}",
-        "kind": _MESSAGE_KINDS[episode.kind],
+        "source": f"episode:{pk}",
+        "kind": _MESSAGE_KINDS[kind],
         "text": payload.get("text") or payload.get("transcript") or "",
         "attachments": payload.get("attachments") or [],
         "fields": payload.get("fields") or {},

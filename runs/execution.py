@@ -19,16 +19,18 @@ logger = logging.getLogger(__name__)
 RETRY_BACKOFF = timedelta(seconds=60)
 
 
-def execute_episode(run_id: int, episode_id: int, *, epoch: int, heartbeat: leases.Heartbeat | None) -> bool:
-    """Run the episode to its end. False when it was no longer runnable (cancelled, done, run ended).
+def execute_episode(run_id: int, episode_id: int, *, epoch: int, heartbeat: leases.Heartbeat | None) -> Run | None:
+    """Run the episode to its end. Returns the run row as the episode's last fenced write left it (the worker
+    reads its status from there); None when the episode was no longer runnable (cancelled, done, run ended).
 
     An exception from the loop requeues the episode (with a backoff) or, past
     LUCIA_EPISODE_MAX_ATTEMPTS, fails it with a `stuck` escalation. LeaseLost propagates.
     """
-    episode = _mark_running(run_id, episode_id, epoch=epoch)
-    if episode is None:
-        return False
-    ctx = _build_context(run_id, episode, epoch=epoch, heartbeat=heartbeat)
+    started = _mark_running(run_id, episode_id, epoch=epoch)
+    if started is None:
+        return None
+    run, episode = started
+    ctx = _build_context(run, episode, epoch=epoch, heartbeat=heartbeat)
     try:
         outcome = run_loop(ctx)
     except leases.LeaseLost:
@@ -37,20 +39,23 @@ def execute_episode(run_id: int, episode_id: int, *, epoch: int, heartbeat: leas
         logger.exception("run %s: episode #%s failed", run_id, episode.seq)
         with ctx.fence() as run:
             retry_or_give_up(run, Episode.objects.get(pk=episode_id), error=f"{type(exc).__name__}: {exc}")
-        return True
+        return run
+    # The loop's last journal entries are written by this fence. Only a lease holder changes a running
+    # episode (the reaper and cancellation move the epoch first), so ctx.episode is the row as it stands.
     with ctx.fence() as run:
-        locked_episode = Episode.objects.get(pk=episode_id)
+        _finish(run, episode)
         if run.is_open:
-            decisions.apply_outcome(run, locked_episode, outcome)
-        _close(run, locked_episode)
-    return True
+            decisions.apply_outcome(run, episode, outcome)  # saves next_wake_at with the rest
+        else:
+            _refresh_next_wake(run)
+    return run
 
 
 def run_loop(ctx: EpisodeContext) -> EpisodeOutcome:
     """The agent loop; imported on use so the runtime does not depend on the model layer at import time."""
     from runs import loop
 
-    return loop.run_episode(ctx)
+    return loop.run_episode(ctx, flush=False)
 
 
 def retry_or_give_up(run: Run, episode: Episode, *, error: str, backoff: bool = True) -> bool:
@@ -86,8 +91,9 @@ def give_up(run: Run, episode: Episode, *, error: str) -> None:
     _refresh_next_wake(run)
 
 
-def _mark_running(run_id: int, episode_id: int, *, epoch: int) -> Episode | None:
-    with leases.fence(run_id, epoch=epoch) as run:
+def _mark_running(run_id: int, episode_id: int, *, epoch: int) -> tuple[Run, Episode] | None:
+    """(the locked run, the episode now running), or None when it is not runnable."""
+    with leases.fence(run_id, epoch=epoch, select_related=("organization",)) as run:
         episode = Episode.objects.get(pk=episode_id, run_id=run_id)
         if not run.is_open:
             _drop(run, episode)
@@ -105,7 +111,7 @@ def _mark_running(run_id: int, episode_id: int, *, epoch: int) -> Episode | None
             run.activate()
             run.wake_when = None
             run.save(update_fields=["status", "wake_when", "updated_at"])
-        return episode
+        return run, episode
 
 
 def _drop(run: Run, episode: Episode) -> None:
@@ -119,20 +125,19 @@ def _drop(run: Run, episode: Episode) -> None:
         episode.save(update_fields=["status", "error"])
 
 
-def _build_context(run_id: int, episode: Episode, *, epoch: int, heartbeat: leases.Heartbeat | None) -> EpisodeContext:
-    run = Run.objects.select_related("organization", "version").get(pk=run_id)
+def _build_context(run: Run, episode: Episode, *, epoch: int, heartbeat: leases.Heartbeat | None) -> EpisodeContext:
+    """The loop's context around the run row _mark_running locked (and committed): no second read of it."""
     return EpisodeContext(
-        run_id=run_id, epoch=epoch, episode=episode, run=run, plan=run.plan,
-        contacts=list(Contact.objects.filter(run_id=run_id)), tasks=list(Task.objects.filter(run_id=run_id)),
+        run_id=run.pk, epoch=epoch, episode=episode, run=run, plan=run.plan,
+        contacts=list(Contact.objects.filter(run_id=run.pk)), tasks=list(Task.objects.filter(run_id=run.pk)),
         now=clock.now(run), heartbeat=heartbeat,
     )
 
 
-def _close(run: Run, episode: Episode) -> None:
+def _finish(run: Run, episode: Episode) -> None:
     episode.finish()
     episode.finished_at = clock.now(run)
     episode.save(update_fields=["status", "finished_at"])
-    _refresh_next_wake(run)
 
 
 def _refresh_next_wake(run: Run) -> None:

@@ -10,7 +10,7 @@ locks the run row and checks the epoch first: a worker that lost its lease
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -63,13 +63,15 @@ def release(run_id: int, *, epoch: int) -> None:
 
 
 @contextlib.contextmanager
-def fence(run_id: int, *, epoch: int) -> Iterator[Run]:
+def fence(run_id: int, *, epoch: int, select_related: Sequence[str] = ()) -> Iterator[Run]:
     """A transaction in which the run row is locked and still ours; raises LeaseLost otherwise.
 
     Keep the body short and free of network calls: the row lock is held until it ends.
+    `select_related` rows come along in the same query, unlocked (`of`: only the run row is locked).
     """
     with transaction.atomic():
-        run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
+        runs = Run.objects.select_related(*select_related) if select_related else Run.objects
+        run = runs.select_for_update(no_key=True, of=("self",)).get(pk=run_id)
         if run.lease_epoch != epoch or run.lease_owner is None:
             raise LeaseLost(f"run {run_id}: lease epoch is {run.lease_epoch}, this worker holds {epoch}")
         yield run

@@ -15,30 +15,33 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from runs import prompts, tool_executor, tools
+from runs import evidence, journal, prompts, tool_executor, tools
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.llm import journaled, providers
 from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, function_tools
-from runs.models import EscalationKind, JournalKind, Run
+from runs.models import EscalationKind, JournalKind
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_STEPS = 6
 
 
-def run_episode(ctx: EpisodeContext) -> EpisodeOutcome:
+def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
+    """Run the loop; with `flush=False` the last journal entries stay in ctx.pending for the caller's fence."""
     session = tools.ToolSession()
     # Sends a human confirmed were not sent (or a transient refusal left pending) go out first, by their own key.
     tool_executor.flush_pending(ctx)
     model = ctx.plan.get("model") or {}
-    now = prompts.episode_now(ctx)
-    facts = prompts.metadata(ctx, now=now)
+    started = journal.first_entry_at(ctx.episode.pk)
+    # An episode that never journaled anything has nothing to replay: its model calls skip the lookup.
+    replay = started is not None
+    facts = prompts.metadata(ctx, now=started or ctx.now)
     messages = prompts.messages(ctx, facts)
     provider = providers.provider_for(ctx.plan)
     occurrences: Counter[str] = Counter()
     for _ in range(int(model.get("max_steps_per_episode") or DEFAULT_MAX_STEPS)):
         _check_lease(ctx)
-        spent = journaled.check_budget(Run.objects.get(pk=ctx.run_id))
+        spent = journaled.check_budget(ctx.usage())
         if spent:
             _stuck(ctx, session, f"The run's budget is spent: {spent}.", reason="budget")
             break
@@ -47,7 +50,7 @@ def run_episode(ctx: EpisodeContext) -> EpisodeOutcome:
             tools=function_tools(ctx.plan.get("tools") or []), temperature=float(model.get("temperature", 0.2)),
             metadata=facts,
         )
-        reply = _ask(ctx, session, provider, request, occurrences)
+        reply = _ask(ctx, session, provider, request, occurrences, replay=replay)
         if reply is None:
             break
         messages.append(reply.assistant_message())
@@ -56,6 +59,8 @@ def run_episode(ctx: EpisodeContext) -> EpisodeOutcome:
     else:
         tools.record(ctx, JournalKind.NOTE, {"text": "episode reached model.max_steps_per_episode", "runtime": True})
     settle_tasks(ctx)
+    if flush:
+        ctx.flush()
     return session.outcome
 
 
@@ -65,25 +70,32 @@ def _check_lease(ctx: EpisodeContext) -> None:
 
 
 def _ask(ctx: EpisodeContext, session: tools.ToolSession, provider, request: ChatRequest,
-         occurrences: Counter) -> ModelReply | None:
-    """The model's reply, or None after a failure past the retry bound (escalated: a model failure never sends)."""
+         occurrences: Counter, *, replay: bool) -> ModelReply | None:
+    """The model's reply, or None after a failure past the retry bound (escalated: a model failure never sends).
+
+    A new reply's journal entry joins ctx.pending: it is written, fenced, with
+    the tool call it asks for, before the tool acts (runs.context).
+    """
     request_hash = request.request_hash()
     occurrences[request_hash] += 1
     try:
-        return journaled.call_model(
-            run_id=ctx.run_id, epoch=ctx.epoch, episode_id=ctx.episode.pk, provider=provider, request=request,
-            at=ctx.now, occurrence=occurrences[request_hash], heartbeat=ctx.heartbeat,
+        reply, entry = journaled.answer(
+            episode_id=ctx.episode.pk, provider=provider, request=request, at=ctx.now,
+            occurrence=occurrences[request_hash], heartbeat=ctx.heartbeat, replay=replay,
         )
     except ModelError as failure:
         logger.warning("run %s: model failed in episode #%s: %s", ctx.run_id, ctx.episode.seq, failure.message)
         _stuck(ctx, session, f"The model failed: {failure.message}", reason="model_error")
         return None
+    if entry is not None:
+        ctx.pending.append(entry)
+    return reply
 
 
 def _run_tools(ctx: EpisodeContext, session: tools.ToolSession, reply: ModelReply, messages: list[dict]) -> bool:
     """Run the reply's tool calls in order; True when the loop must stop."""
     for call in reply.tool_calls:
-        result = tools.dispatch(ctx, call, session=session)
+        result = tools.dispatch(ctx, call, session=session, flush=False)
         messages.append({"role": "tool", "tool_call_id": call.id, "content": canonical_json(result)})
         if session.stop:
             return True
@@ -100,7 +112,11 @@ def _stuck(ctx: EpisodeContext, session: tools.ToolSession, prompt: str, *, reas
 def settle_tasks(ctx: EpisodeContext) -> None:
     """Mark done every open task whose done_when passes on the evidence: the runtime decides, not the model."""
     open_keys = tools.open_tasks(ctx)
-    for spec in ctx.plan.get("tasks") or []:
-        if spec["key"] in open_keys and (spec.get("done_when") or {}).get("type"):
-            tools.settle_task(ctx, spec, evidence_ref="runtime")
+    specs = [spec for spec in ctx.plan.get("tasks") or []
+             if spec["key"] in open_keys and (spec.get("done_when") or {}).get("type")]
+    if not specs:
+        return
+    held = evidence.gather(ctx.run_id, current=ctx.episode, checks={spec["done_when"]["type"] for spec in specs})
+    for spec in specs:
+        tools.settle_task(ctx, spec, evidence_ref="runtime", held=held)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from runs import journal
 from runs.context import EpisodeContext
 from runs.models import Episode, EpisodeKind, Escalation, JournalEntry, JournalKind, Task
 
@@ -32,8 +33,7 @@ RULES = """Rules:
 
 def episode_now(ctx: EpisodeContext) -> datetime:
     """The run's clock when this episode first ran (its first journal entry), else now."""
-    first = JournalEntry.objects.filter(episode=ctx.episode).order_by("seq").values_list("at", flat=True).first()
-    return first or ctx.now
+    return journal.first_entry_at(ctx.episode.pk) or ctx.now
 
 
 def messages(ctx: EpisodeContext, facts: dict) -> list[dict]:

@@ -18,6 +18,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
+
 from connectors import message_ids, registry, suppressions
 from connectors.base import Connector, ConnectorError, OutboundMessage
 from connectors.models import Channel, Identity, InboundMessage, SuppressionReason
@@ -125,9 +127,11 @@ def connector_for(ctx: EpisodeContext, channel: str) -> Connector | None:
 
     None when a real run's organization has no identity on the channel.
     """
-    identities = Identity.objects.filter(organization_id=ctx.run.organization_id, channel=channel, active=True)
-    # Real identities first: a sandbox identity serves only organizations that have nothing else.
-    identity = identities.order_by("sandbox", "id").first()
+    if channel not in ctx.identities:
+        identities = Identity.objects.filter(organization_id=ctx.run.organization_id, channel=channel, active=True)
+        # Real identities first: a sandbox identity serves only organizations that have nothing else.
+        ctx.identities[channel] = identities.order_by("sandbox", "id").first()
+    identity = ctx.identities[channel]
     if ctx.run.sim:
         # Never a real connector (nor its secrets) for a simulation, whatever identity exists.
         identity = identity or Identity(organization_id=ctx.run.organization_id, channel=channel,
@@ -142,7 +146,9 @@ def build_message(ctx: EpisodeContext, message: OutboxMessage) -> OutboundMessag
     """The provider message for a row: always from the row's payload, so a resend is the same message."""
     payload = message.payload
     body = payload.get("body") or payload.get("text") or payload.get("brief") or ""
-    in_reply_to, references = _thread(ctx.run_id, channel=message.channel, episode_id=message.episode_id)
+    upto = ctx.episode.seq if message.episode_id == ctx.episode.pk else None
+    in_reply_to, references = _thread(ctx.run_id, channel=message.channel, episode_id=message.episode_id,
+                                      episode_seq=upto)
     return OutboundMessage(
         idem_key=message.idem_key, channel=message.channel, to=message.recipient, body=body,
         subject=payload.get("subject"), brief=payload.get("brief"), in_reply_to=in_reply_to, references=references,
@@ -151,7 +157,8 @@ def build_message(ctx: EpisodeContext, message: OutboxMessage) -> OutboundMessag
     )
 
 
-def _thread(run_id: int, *, channel: str, episode_id: int) -> tuple[str | None, list[str]]:
+def _thread(run_id: int, *, channel: str, episode_id: int,
+            episode_seq: int | None = None) -> tuple[str | None, list[str]]:
     """(In-Reply-To, References) answering the run's last inbound message on `channel` up to the row's episode.
 
     Email threads on the inbound's Message-ID, Slack on its thread_ref; both are
@@ -160,7 +167,9 @@ def _thread(run_id: int, *, channel: str, episode_id: int) -> tuple[str | None, 
     """
     if channel not in (Channel.EMAIL, Channel.SLACK):
         return None, []
-    upto = Episode.objects.filter(pk=episode_id).values_list("seq", flat=True).first() or 0
+    upto = episode_seq
+    if upto is None:
+        upto = Episode.objects.filter(pk=episode_id).values_list("seq", flat=True).first() or 0
     inbound = Episode.objects.filter(run_id=run_id, kind=EpisodeKind.INBOUND, seq__lte=upto,
                                      payload__channel=channel).order_by("-seq").values_list("payload", flat=True)
     for payload in inbound[:THREAD_LOOKBACK]:
@@ -204,6 +213,7 @@ def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
 def _recover(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
              outbound: OutboundMessage) -> SendOutcome | None:
     """A row left `sending`: ask the provider. None means "confirmed not sent": send it."""
+    ctx.flush()  # the tool call that led here is journaled before the provider is asked
     looked = connector.lookup(outbound, sent_after=message.created_at)
     if looked.found:
         return _sent(outbox.record_sent(ctx, message, provider_message_id=looked.provider_message_id or ""),
@@ -235,6 +245,9 @@ def _failed_call(ctx: EpisodeContext, message: OutboxMessage, failure: Connector
 
 
 def _guardrail(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, payload: dict) -> SendOutcome | None:
+    if settings.LUCIA_GUARDRAIL_MODEL:
+        # The guardrail model journals its own call (journaled.call_model): what led to it is written first.
+        ctx.flush()
     verdict = guardrails.review(ctx, tool=tool, channel=channel, recipient=recipient, payload=payload)
     if verdict.model or not verdict.allowed:
         record(ctx, JournalKind.GUARDRAIL, {"tool": tool, "allowed": verdict.allowed, "rule": verdict.rule,

@@ -20,7 +20,7 @@ from functools import partial
 
 import jsonschema
 
-from runs import escalations, evidence, journal, policy
+from runs import escalations, evidence, policy
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.llm.base import ToolCall
 from runs.models import Escalation, EscalationKind, JournalKind, Task, TaskStatus
@@ -37,11 +37,18 @@ class ToolSession:
     stop: bool = False
 
 
-def dispatch(ctx: EpisodeContext, call: ToolCall, *, session: ToolSession) -> dict:
-    """Run one tool call; returns the JSON result for the model. Journals the call and the result."""
-    record(ctx, JournalKind.TOOL_CALL, {"call_id": call.id, "name": call.name, "arguments": call.arguments})
+def dispatch(ctx: EpisodeContext, call: ToolCall, *, session: ToolSession, flush: bool = True) -> dict:
+    """Run one tool call; returns the JSON result for the model. Journals the call and the result.
+
+    The call's entry waits for the tool's first fenced write (EpisodeContext.pending),
+    and a tool writes before anything leaves the process (runs.tool_executor).
+    With `flush=False` the result's entry waits too, for the loop's next write.
+    """
+    ctx.journal(JournalKind.TOOL_CALL, {"call_id": call.id, "name": call.name, "arguments": call.arguments})
     result = _run(ctx, call, session)
-    record(ctx, JournalKind.TOOL_RESULT, {"call_id": call.id, "name": call.name, "result": result})
+    ctx.journal(JournalKind.TOOL_RESULT, {"call_id": call.id, "name": call.name, "result": result})
+    if flush:
+        ctx.flush()
     return result
 
 
@@ -71,7 +78,9 @@ def error(message: str, **extra: object) -> dict:
 
 
 def record(ctx: EpisodeContext, kind: str, data: dict) -> None:
-    journal.append(ctx.run_id, epoch=ctx.epoch, episode_id=ctx.episode.pk, kind=kind, data=data, at=ctx.now)
+    """Journal an entry now (after any pending ones), in one fenced transaction."""
+    ctx.journal(kind, data)
+    ctx.flush()
 
 
 def escalate(ctx: EpisodeContext, *, kind: str, prompt: str, options: list[str] | None = None,
@@ -135,12 +144,17 @@ def _mark_task_done(ctx: EpisodeContext, args: dict, session: ToolSession) -> di
     return error(f"task {key!r} stays open: {passed.reason}", task_key=key, status="open")
 
 
-def settle_task(ctx: EpisodeContext, spec: dict, *, evidence_ref: str = "") -> evidence.EvidenceResult | None:
-    """Check a task's done_when on the run's evidence and mark it done when it passes. None: already done."""
+def settle_task(ctx: EpisodeContext, spec: dict, *, evidence_ref: str = "",
+                held: dict | None = None) -> evidence.EvidenceResult | None:
+    """Check a task's done_when on the run's evidence and mark it done when it passes. None: already done.
+
+    `held` is evidence already gathered (runs.evidence.gather) by a caller settling several tasks.
+    """
     key = spec["key"]
-    if Task.objects.filter(run_id=ctx.run_id, key=key, status=TaskStatus.DONE).exists():
+    if key in ctx.done_keys or any(t.key == key and t.status == TaskStatus.DONE for t in ctx.tasks):
         return None
-    held = evidence.gather(ctx.run_id, current=ctx.episode)
+    if held is None:
+        held = evidence.gather(ctx.run_id, current=ctx.episode, checks=[(spec.get("done_when") or {}).get("type")])
     result = evidence.check(spec.get("done_when") or {}, evidence=held, task_key=key)
     if result.passed:
         done = {"check": spec["done_when"]["type"], "matched": result.matched, "source": result.source,
@@ -149,11 +163,13 @@ def settle_task(ctx: EpisodeContext, spec: dict, *, evidence_ref: str = "") -> e
             Task.objects.filter(run_id=ctx.run_id, key=key, status=TaskStatus.OPEN).update(
                 status=TaskStatus.DONE, done_evidence=done, done_at=ctx.now
             )
+        ctx.done_keys.add(key)
     return result
 
 
 def open_tasks(ctx: EpisodeContext) -> set[str]:
-    return set(Task.objects.filter(run_id=ctx.run_id, status=TaskStatus.OPEN).values_list("key", flat=True))
+    """The run's open task keys. Only the lease holder changes tasks: the episode's snapshot plus its own changes."""
+    return ctx.open_task_keys()
 
 
 def _schedule_followup(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:

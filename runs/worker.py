@@ -25,10 +25,10 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
     if epoch is None:
         logger.debug("run %s: lease held elsewhere", run_id)
         return False
-    ran = 0
+    ran, sim = 0, False
     try:
         with leases.Heartbeat(run_id, epoch=epoch, interval=heartbeat_interval) as heartbeat:
-            ran = _drain(run_id, epoch=epoch, heartbeat=heartbeat)
+            ran, sim = _drain(run_id, epoch=epoch, heartbeat=heartbeat)
     except leases.LeaseLost as lost:
         # Another worker owns the run now; it resumes whatever this one left running.
         logger.warning("run %s: stopped, %s", run_id, lost)
@@ -36,7 +36,8 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
     finally:
         # Conditioned on the epoch: never frees a lease someone else took.
         leases.release(run_id, epoch=epoch)
-    _requeue_if_due(run_id)
+    if not sim:  # the simulator, not the queue, drives simulated runs (queue.enqueue_advance skips them)
+        _requeue_if_due(run_id)
     return ran > 0
 
 
@@ -57,20 +58,25 @@ def next_episode(run: Run, *, epoch: int) -> Episode | None:
     )
 
 
-def _drain(run_id: int, *, epoch: int, heartbeat: leases.Heartbeat) -> int:
+def _drain(run_id: int, *, epoch: int, heartbeat: leases.Heartbeat) -> tuple[int, bool]:
+    """(episodes run, whether the run is simulated)."""
     ran = 0
+    # What the loop needs of the run: whether it is open and its clock. Read once, then taken from each
+    # episode's closing fence (the row as it committed it); a simulation moves its clock only between slices.
+    run: Run | None = Run.objects.only("status", "sim", "virtual_now").get(pk=run_id)
+    sim = run.sim
     while ran < settings.LUCIA_SLICE_STEP_CAP:
         heartbeat.check()
-        # Re-read every time: the run may have ended, and a simulation moves its clock.
-        run = Run.objects.get(pk=run_id)
+        if run is None:  # the episode was not runnable: read again, the run may have ended meanwhile
+            run = Run.objects.only("status", "sim", "virtual_now").get(pk=run_id)
         if not run.is_open:
             break
         episode = next_episode(run, epoch=epoch)
         if episode is None:
             break
-        execution.execute_episode(run_id, episode.pk, epoch=epoch, heartbeat=heartbeat)
+        run = execution.execute_episode(run_id, episode.pk, epoch=epoch, heartbeat=heartbeat)
         ran += 1
-    return ran
+    return ran, sim
 
 
 def _requeue_if_due(run_id: int) -> None:

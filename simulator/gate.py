@@ -48,7 +48,7 @@ def publish(version: AgentVersion, *, user=None) -> AgentVersion:
         detail = f"cases failed: {', '.join(failed)}" if failed else card.metrics.get("reason", "no cases passed")
         raise PublishRefused(f"{stored}: the latest scorecard (#{card.pk}) failed; {detail}", scorecard=summary)
     try:
-        return versions.publish(stored, scorecard=_evidence(summary))
+        return versions.publish(stored, scorecard=_evidence(summary), expected_config_hash=card.config_hash)
     except versions.NotPublishable as refused:
         raise PublishRefused(str(refused), scorecard=summary, errors=refused.errors) from refused
 

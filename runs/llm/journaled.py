@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from runs import journal
+from runs import journal, leases
 from runs.leases import Heartbeat
 from runs.llm.base import ChatRequest, ModelError, ModelProvider, ModelReply
 from runs.models import JournalKind, Run
@@ -44,25 +44,49 @@ def call_model(
     heartbeat: Heartbeat | None = None,
     sleep: Callable[[float], None] = time.sleep,
     backoff: Sequence[float] = BACKOFF_S,
+    replay: bool = True,
 ) -> ModelReply:
     """The model's reply to `request`: replayed from the journal when recorded, else called and journaled.
 
     Raises ModelError when every attempt failed (or one failed for good), and
     LeaseLost when the lease went away; in both cases nothing is journaled.
     """
+    reply, entry = answer(episode_id=episode_id, provider=provider, request=request, at=at, occurrence=occurrence,
+                          heartbeat=heartbeat, sleep=sleep, backoff=backoff, replay=replay)
+    if entry is not None:
+        with leases.fence(run_id, epoch=epoch) as run:
+            journal.write(run, [entry])
+    return reply
+
+
+def answer(
+    *,
+    episode_id: int,
+    provider: ModelProvider,
+    request: ChatRequest,
+    at: datetime,
+    occurrence: int,
+    heartbeat: Heartbeat | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    backoff: Sequence[float] = BACKOFF_S,
+    replay: bool = True,
+) -> tuple[ModelReply, journal.Entry | None]:
+    """The reply, and for a new (paid) one the journal entry to write, fenced, before anything acts on it.
+
+    `replay=False` skips the journal lookup: for an episode with no journal
+    entries yet, nothing can be replayed. Raises like `call_model`.
+    """
     request_hash = request.request_hash()
-    entry = journal.find_replay(episode_id, request_hash, occurrence=occurrence)
+    entry = journal.find_replay(episode_id, request_hash, occurrence=occurrence) if replay else None
     if entry is not None:
         return ModelReply.from_data(
             entry.data.get("reply", {}), tokens_in=entry.tokens_in, tokens_out=entry.tokens_out, cost=entry.cost,
             model_name=entry.model_name, provider=entry.model_provider, replayed=True,
-        )
+        ), None
     reply = _complete(provider, request, sleep=sleep, backoff=backoff, heartbeat=heartbeat)
     if heartbeat is not None:
         heartbeat.check()
-    journal.append(
-        run_id,
-        epoch=epoch,
+    return reply, journal.Entry(
         episode_id=episode_id,
         kind=JournalKind.MODEL_CALL,
         data={"request": _summary(request), "reply": reply.as_data(), "usage": reply.raw.get("usage")},
@@ -75,7 +99,6 @@ def call_model(
         cost=reply.cost,
         steps=1,
     )
-    return reply
 
 
 def check_budget(run: Run) -> str | None:

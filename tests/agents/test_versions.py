@@ -220,3 +220,10 @@ def test_load_template_keeps_an_invalid_template_as_a_draft(tmp_path):
     assert first.status == VersionStatus.DRAFT
     assert first.validation_errors
     assert again.pk == first.pk
+
+
+def test_publishing_refuses_a_config_other_than_the_one_the_evidence_was_gathered_on():
+    version = draft_version()
+    with pytest.raises(versions.NotPublishable, match="changed after it was simulated"):
+        versions.publish(version, expected_config_hash="0" * 64)
+    assert versions.publish(version, expected_config_hash=version.config_hash).status == "published"

@@ -1,0 +1,52 @@
+"""The bench's baselines must do what they claim; its timings are never asserted."""
+
+import pytest
+from django.db import connection
+
+from runs import dispatch
+from runs.models import Episode, JournalEntry, Run
+from simulator import bench, bench_sql
+from tests.factories import OrganizationFactory, plan_version
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ids() -> dict:
+    return {"organization_id": OrganizationFactory().pk, "version_id": plan_version().pk}
+
+
+def test_raw_cycle_claims_journals_closes_and_releases(ids):
+    [run_id] = bench_sql.insert_runs_with_due_episodes(**ids, count=1)
+
+    assert bench_sql.raw_cycle(run_id) == 1
+    assert bench_sql.raw_cycle(run_id) == 0  # nothing left due
+
+    episode = Episode.objects.get(run_id=run_id)
+    assert (episode.status, episode.attempts) == ("done", 1)
+    assert list(JournalEntry.objects.filter(run_id=run_id).values_list("seq", "episode_id")) == [(1, episode.pk)]
+    run = Run.objects.get(pk=run_id)
+    assert (run.lease_owner, run.lease_epoch) == (None, 2)
+
+
+def test_dispatch_rows_are_due_or_sleeping_as_asked(ids):
+    bench_sql.insert_dispatch_runs(**ids, count=3, due=True)
+    bench_sql.insert_dispatch_runs(**ids, count=50, due=False)
+
+    with connection.cursor() as cursor:
+        cursor.execute(dispatch.DUE_RUNS_SQL, [500])
+        due = cursor.fetchall()
+
+    assert len(due) == 3
+    assert Run.objects.filter(status="waiting", next_wake_at__isnull=False).count() == 50
+
+
+def test_table_shows_ratios_and_misses():
+    figures = [bench.Figure("a", "1 s", "2 s target", 0.5, "< 1.00", True),
+               bench.Figure("b", "4 ep/s", "80 ep/s raw", 0.05, ">= 0.33", False)]
+
+    lines = bench.table(figures)
+
+    assert lines[0].split()[:2] == ["figure", "measured"]
+    assert lines[2].split()[-2:] == ["1.00", "ok"]
+    assert "0.05" in lines[3] and lines[3].endswith("MISS")
