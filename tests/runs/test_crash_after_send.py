@@ -114,8 +114,8 @@ def test_a_crash_with_the_lookup_down_sends_nothing_more_when_told_it_was_sent(t
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.SENT
 
 
-def test_a_once_fault_fires_in_one_process_only(tmp_path, settings, monkeypatch):
-    monkeypatch.setenv("LUCIA_FAULTS_DIR", str(tmp_path))
+def test_a_once_fault_fires_in_one_process_only(tmp_path, settings):
+    settings.LUCIA_FAULTS_DIR = str(tmp_path)
     settings.LUCIA_FAULTS = ["after_record:once"]
 
     def child() -> None:
