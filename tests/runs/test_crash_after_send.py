@@ -131,3 +131,36 @@ def test_a_once_fault_fires_in_one_process_only(tmp_path, settings):
 
     assert codes == [faults.KILLED_EXIT_CODE, 0]
     faults.point("before_provider_call")  # not named: returns
+
+
+def test_a_killed_worker_is_reaped_and_its_episode_replays_journaled_model_calls_without_new_requests(
+        twilio, settings):
+    from runs import dispatch
+    from runs.models import JournalEntry
+    from tests.fakes.openai_server import FakeOpenAIServer, completion
+
+    with FakeOpenAIServer() as model_server:
+        settings.LUCIA_LLM = "openai"
+        settings.OPENAI_BASE_URL = model_server.base_url
+        settings.OPENAI_API_KEY = "test-key"
+        plan = s.open_plan()
+        plan["model"]["provider"] = "openai"
+        run = s.real_run(plan)
+        s.sms_identity(run.organization, twilio)
+        start = h.add_episode(run, "start", {"channel": "sms"})
+        model_server.enqueue(completion(tool_calls=[("send_sms", s.SMS)]), completion(content="Asked for the W-9."))
+
+        assert _worker_killed_at("after_provider_call", run.pk) == faults.KILLED_EXIT_CODE
+        assert model_server.request_count == 1 and len(twilio.messages) == 1
+        _expire_lease(run.pk)
+
+        assert dispatch.reap_expired() == 1
+        assert worker.advance_run(run.pk, owner="second-worker") is True
+
+        # The first model call was replayed from the journal; only the turn after the send was new.
+        assert model_server.request_count == 2
+        calls = JournalEntry.objects.filter(run=run, kind="model_call")
+        assert [(c.model_provider, c.tokens_in) for c in calls] == [("openai", 120), ("openai", 120)]
+        assert s.creates(twilio) == 1
+        assert Episode.objects.get(pk=start.pk).status == EpisodeStatus.DONE
+        assert Episode.objects.get(pk=start.pk).attempts == 2
