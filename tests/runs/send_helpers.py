@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agents.config.compiler import compile_config
+from agents.config.validation import validate_source
 from agents.models import Organization
 from connectors import identities
 from connectors.models import Identity
@@ -10,6 +12,7 @@ from runs.llm.base import ToolCall
 from runs.models import Episode, Run
 from tests.factories import ContactFactory, OrganizationFactory, RunFactory, TaskFactory, plan_version
 from tests.fakes.esp_server import MailgunServer
+from tests.fakes.slack_server import SlackServer
 from tests.fakes.twilio_server import TwilioServer
 from tests.runs import loop_helpers as h
 
@@ -77,3 +80,37 @@ def dispatch(run: Run, episode: Episode, name: str, arguments: dict, *, epoch: i
 def creates(server: TwilioServer) -> int:
     """Create calls that reached the fake Twilio (accepted or not)."""
     return len(server.calls_to("/Messages.json", method="POST"))
+
+
+BOT_TOKEN = "xoxb-test-token"
+SIGNING_SECRET = "slack-signing-secret"
+SLACK_TEAM = "T0ACME"
+VENDOR_SLACK = "U0DANA"
+
+
+def every_channel_plan() -> dict:
+    """open_plan() for an agent that may reach the vendor by email, SMS, Slack and phone (all four tools)."""
+    source = h.TEMPLATE.read_text().replace("[email, sms]", "[email, sms, slack, voice]").replace(
+        "tools: [send_email, send_sms,", "tools: [send_email, send_sms, send_slack, place_call,")
+    result = validate_source(source)
+    assert result.ok, result.as_dict()
+    compiled = compile_config(result.config)
+    return {**open_plan(), **{key: compiled[key] for key in ("capabilities", "contacts", "tools")}}
+
+
+def start_slack() -> SlackServer:
+    return SlackServer(bot_token=BOT_TOKEN).start()
+
+
+def slack_identity(organization: Organization, server: SlackServer) -> Identity:
+    return identities.create_identity(
+        organization, channel="slack", address=SLACK_TEAM, display_name="Acme AP",
+        secret_values={"bot_token": BOT_TOKEN, "signing_secret": SIGNING_SECRET, "api_base_url": server.base_url},
+    )
+
+
+def voice_identity(organization: Organization, server: TwilioServer) -> Identity:
+    return identities.create_identity(
+        organization, channel="voice", address=OUR_NUMBER, display_name="Acme AP",
+        secret_values={"account_sid": ACCOUNT_SID, "auth_token": AUTH_TOKEN, "api_base_url": server.url},
+    )

@@ -1,0 +1,465 @@
+"""The chaos suite's machinery: forked worker processes, the controller that kills and pauses them, the settling pass.
+
+Workers are forked children running the real runtime (dispatch.reap_expired,
+worker.advance_run) against the test database, each with its own connection
+and an optional fault point armed. The parent controls time where it can:
+it expires leases and pulls due times forward in SQL instead of sleeping.
+Every loop here is bounded by a deadline or a round count.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import OperationalError, connection, connections, transaction
+
+from runs import dispatch, faults, worker
+from tests.fakes.provider_server import Recorded, Reply
+from tests.fakes.twilio_server import TwilioServer
+
+POLL_S = 0.05
+# The parent never waits on a row a paused worker has locked inside a fence.
+LOCK_TIMEOUT = "300ms"
+
+
+class ChaosTwilio(TwilioServer):
+    """The Twilio fake whose lookup (the Messages list call) fails for some recipients, or for everyone for a while.
+
+    Creates always work: what fails is the question "was this sent?".
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lookup_down = False
+        self.lookup_down_for: set[str] = set()
+
+    def respond(self, request: Recorded) -> Reply:
+        if request.method == "GET" and (self.lookup_down or request.first("To") in self.lookup_down_for):
+            return Reply(500, {"code": 20500, "message": "Internal Server Error", "status": 500})
+        return super().respond(request)
+
+    @property
+    def failed_lookups(self) -> list[Recorded]:
+        return [r for r in self.requests if r.method == "GET" and getattr(r, "failed", False)]
+
+    def handle(self, request: Recorded) -> Reply:
+        reply = super().handle(request)
+        request.failed = reply.status >= 500  # type: ignore[attr-defined]
+        return reply
+
+
+def owners_of(pid: int) -> list[str]:
+    """The lease owners a worker process uses: its own and its reaper's (dispatch.reap_expired)."""
+    return [f"chaos:{pid}", f"reaper:{socket.gethostname()}:{pid}"]
+
+
+def due_run_ids() -> list[int]:
+    """Real runs with a due episode and no live lease: what dispatch_due would enqueue."""
+    with connection.cursor() as cursor:
+        cursor.execute(dispatch.DUE_RUNS_SQL, [500])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def expire_leases(owners: list[str] | None = None, *, sparing: list[int] = ()) -> list[tuple[int, int]]:
+    """Expire the leases `owners` hold (all leases when None), except on runs `sparing`: [(run id, epoch)].
+
+    Empty when a run row is locked by a paused worker's open fence (the lock
+    timeout): that worker still holds its transaction, nothing is taken from it.
+    """
+    where = "lease_owner IS NOT NULL" if owners is None else "lease_owner = ANY(%s)"
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            cursor.execute(
+                f"UPDATE runs_run SET lease_expires_at = statement_timestamp() - interval '1 second'"  # noqa: S608
+                f" WHERE {where} AND NOT id = ANY(%s) RETURNING id, lease_epoch",
+                ([] if owners is None else [owners]) + [list(sparing)],
+            )
+            return [(row[0], row[1]) for row in cursor.fetchall()]
+    except OperationalError:
+        return []
+
+
+def lease_epochs(run_ids: list[int]) -> dict[int, int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, lease_epoch FROM runs_run WHERE id = ANY(%s)", [run_ids])
+        return dict(cursor.fetchall())
+
+
+def sending_run_ids(owners: list[str]) -> list[int]:
+    """Runs whose lease `owners` hold that have an outbox row in `sending` (a provider call may be next)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT r.id FROM runs_run r JOIN runs_outboxmessage o ON o.run_id = r.id"
+            " WHERE r.lease_owner = ANY(%s) AND o.status = 'sending'", [owners])
+        return [row[0] for row in cursor.fetchall()]
+
+
+# --- Worker processes ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Worker:
+    index: int
+    process: multiprocessing.Process
+    fault: str | None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def owners(self) -> list[str]:
+        return owners_of(self.pid)
+
+
+def preload() -> None:
+    """Import what the runtime loads on first use before forking, so each worker starts working at once."""
+    import twilio.rest.api.v2010.account.message  # noqa: F401
+
+    import runs.loop  # noqa: F401
+    from connectors import registry
+
+    registry.connector_class("sms")
+
+
+def spawn(index: int, *, fault: str | None, until: float, log_dir: Path) -> Worker:
+    """Fork a worker that loops until `until` (time.monotonic(), shared by forked processes)."""
+    connections.close_all()  # the child opens its own connection; a shared socket would corrupt both
+    process = multiprocessing.get_context("fork").Process(
+        target=_work, args=(index, fault, until, str(log_dir)), daemon=True, name=f"chaos-worker-{index}")
+    process.start()
+    return Worker(index=index, process=process, fault=fault)
+
+
+def _work(index: int, fault: str | None, until: float, log_dir: str) -> None:
+    """The worker loop: reap what dead workers left, advance every due run, idle briefly when nothing is due."""
+    from django.conf import settings
+
+    settings.LUCIA_FAULTS = [fault] if fault else []
+    logging.getLogger("twilio").setLevel(logging.WARNING)  # every request at INFO: noise, and time
+    logging.getLogger("runs.worker").addHandler(_FencedLog(Path(log_dir) / f"fenced-{index}-{os.getpid()}.log"))
+    owner = owners_of(os.getpid())[0]
+    shuffle = random.Random(os.getpid()).shuffle
+    idle = threading.Event()
+    errors = Path(log_dir) / f"errors-{index}-{os.getpid()}.jsonl"
+    while time.monotonic() < until:
+        run_ids: list[int] = []
+        try:
+            dispatch.reap_expired()
+            run_ids = due_run_ids()
+            shuffle(run_ids)  # workers contend for the same runs, in different orders
+            for run_id in run_ids:
+                if time.monotonic() >= until:
+                    break
+                worker.advance_run(run_id, owner=owner)
+        except Exception as exc:  # any exception escaping the runtime is a finding: recorded, the loop goes on
+            with errors.open("a") as out:
+                out.write(json.dumps({"worker": index, "pid": os.getpid(), "error": repr(exc),
+                                      "traceback": traceback.format_exc()}) + "\n")
+            connections.close_all()
+        if not run_ids:
+            idle.wait(POLL_S)
+    connections.close_all()
+
+
+@dataclass
+class Paused:
+    """A worker that stopped itself (SIGSTOP) at a fault point, inside advance_run."""
+
+    process: multiprocessing.Process
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=5)
+
+
+def spawn_paused_at(point: str, run_id: int, *, log_dir: Path, seconds: float = 10.0) -> Paused:
+    """Fork a worker advancing `run_id` that stops itself at fault point `point`; returns once it is stopped."""
+    connections.close_all()
+    process = multiprocessing.get_context("fork").Process(
+        target=_work_once, args=(point, run_id, str(log_dir)), daemon=True, name="chaos-paused-worker")
+    process.start()
+    paused = Paused(process)
+    deadline = time.monotonic() + seconds
+    tick = threading.Event()
+    while not _stopped(paused.pid):
+        if not process.is_alive() or time.monotonic() > deadline:
+            paused.resume()
+            raise AssertionError(f"the worker never reached {point} (exit code {process.exitcode})")
+        tick.wait(POLL_S)
+    return paused
+
+
+def crash_at(point: str, run_id: int, *, log_dir: Path) -> int:
+    """Advance `run_id` in a forked worker that dies at fault point `point`; returns its exit code.
+
+    Its lease is expired at once, so the next worker recovers what it left.
+    """
+    connections.close_all()
+    process = multiprocessing.get_context("fork").Process(
+        target=_work_once, args=(point, run_id, str(log_dir)), kwargs={"pause": False}, daemon=True)
+    process.start()
+    process.join(timeout=30)
+    if process.is_alive():
+        process.kill()
+        process.join(timeout=5)
+    expire_leases(owners_of(process.pid))
+    return process.exitcode
+
+
+def _work_once(point: str, run_id: int, log_dir: str, *, pause: bool = True) -> None:
+    from django.conf import settings
+
+    def stop_here(name: str) -> None:
+        if name == point:
+            os.kill(os.getpid(), signal.SIGSTOP)  # a pause (GC, VM steal, SIGSTOP) exactly here
+
+    if pause:
+        faults.point = stop_here
+    else:
+        settings.LUCIA_FAULTS = [point]
+    try:
+        worker.advance_run(run_id, owner=owners_of(os.getpid())[0])
+    except Exception as exc:
+        with (Path(log_dir) / f"errors-paused-{os.getpid()}.jsonl").open("a") as out:
+            out.write(json.dumps({"pid": os.getpid(), "error": repr(exc), "traceback": traceback.format_exc()}) + "\n")
+    connections.close_all()
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state T in /proc/<pid>/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] == "T"
+
+
+class _FencedLog(logging.Handler):
+    """Notes each time advance_run stopped on LeaseLost: a zombie that the fence turned away."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(logging.WARNING)
+        self.path = path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("run %s: stopped"):
+            with self.path.open("a") as out:
+                out.write(record.getMessage() + "\n")
+
+
+def fenced_stops(log_dir: Path) -> int:
+    """How many times a worker's advance_run was stopped by LeaseLost."""
+    return sum(len(path.read_text().splitlines()) for path in log_dir.glob("fenced-*.log"))
+
+
+def worker_errors(log_dir: Path) -> list[dict]:
+    paths = sorted(log_dir.glob("errors-*.jsonl"))
+    return [json.loads(line) for path in paths for line in path.read_text().splitlines()]
+
+
+# --- The controller -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    spawned: int = 0
+    killed: int = 0
+    paused: int = 0
+    # Pauses during which another worker took over a run the paused one held: the resumed one was a zombie.
+    zombies: int = 0
+    fault_exits: int = 0
+    other_exits: list[int] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+
+
+class Controller:
+    """Keeps `size` workers alive until `until`, killing and pausing them at random (seeded)."""
+
+    def __init__(self, *, rng: random.Random, size: int, until: float, log_dir: Path, fault_rate: float,
+                 fault_points: tuple[str, ...] = ("after_provider_call",), max_spawns: int = 24,
+                 spare_unfenced_sends: bool = True) -> None:
+        self.rng = rng
+        self.size = size
+        self.until = until
+        self.log_dir = log_dir
+        self.fault_rate = fault_rate
+        self.fault_points = fault_points
+        self.max_spawns = max_spawns
+        self.spare_unfenced_sends = spare_unfenced_sends
+        self.workers: list[Worker] = []
+        self.tally = Tally()
+        self._tick = threading.Event()
+
+    def start(self, *, armed_first: int = 1) -> None:
+        preload()
+        for position in range(self.size):
+            self._spawn(fault=self.fault_points[position % len(self.fault_points)] if position < armed_first
+                        else None)
+
+    def step(self) -> None:
+        """One controller tick: replace dead workers, then maybe kill or pause one."""
+        self._replace_dead()
+        roll = self.rng.random()
+        if roll < 0.25:
+            self.kill()
+        elif roll < 0.55:
+            self.pause()
+
+    def run(self, *, tick_s: tuple[float, float] = (0.15, 0.4), chaos_until: float) -> None:
+        while time.monotonic() < chaos_until:
+            self.step()
+            self._tick.wait(self.rng.uniform(*tick_s))
+        self._replace_dead()
+
+    def kill(self, target: Worker | None = None) -> Worker | None:
+        """SIGKILL a worker (one holding a lease when there is one); its leases expire at once."""
+        target = target or self._pick()
+        if target is None:
+            return None
+        os.kill(target.pid, signal.SIGKILL)
+        target.process.join(timeout=5)
+        self.workers.remove(target)
+        self.tally.killed += 1
+        expired = expire_leases(target.owners)
+        self.tally.events.append(f"kill w{target.index} pid={target.pid} leases={expired}")
+        return target
+
+    def pause(self, target: Worker | None = None, *, takeover_s: float = 1.0) -> Worker | None:
+        """SIGSTOP a worker past its lease (expired in SQL), let others take its runs over, then SIGCONT it.
+
+        The resumed worker is a zombie for every run taken over: the fence must stop its writes.
+        With `spare_unfenced_sends`, a run with a row in `sending` is not taken from a paused worker:
+        it may be stopped between that write and its provider call, which no fence covers
+        (see test_a_worker_paused_before_its_provider_call_sends_nothing_after_a_takeover).
+        """
+        target = target or self._pick()
+        if target is None:
+            return None
+        os.kill(target.pid, signal.SIGSTOP)
+        try:
+            spared = sending_run_ids(target.owners) if self.spare_unfenced_sends else []
+            expired = expire_leases(target.owners, sparing=spared)
+            taken = False
+            if expired:
+                runs = [run_id for run_id, _ in expired]
+                deadline = time.monotonic() + takeover_s
+                while time.monotonic() < deadline and not taken:
+                    now = lease_epochs(runs)
+                    taken = any(now[run_id] > epoch for run_id, epoch in expired)
+                    if not taken:
+                        self._tick.wait(POLL_S)
+        finally:
+            os.kill(target.pid, signal.SIGCONT)
+        self.tally.paused += 1
+        self.tally.zombies += int(taken)
+        self.tally.events.append(f"pause w{target.index} pid={target.pid} leases={expired} spared={spared} "
+                                 f"taken_over={taken}")
+        return target
+
+    def stop_all(self) -> None:
+        """Kill what is left (SIGCONT first, in case a worker is paused) and reap every child."""
+        for item in list(self.workers):
+            if item.process.is_alive():
+                os.kill(item.pid, signal.SIGCONT)
+                os.kill(item.pid, signal.SIGKILL)
+            item.process.join(timeout=5)
+        self._count_exits(self.workers)
+        self.workers = []
+
+    def _pick(self) -> Worker | None:
+        # Armed workers are left to reach their fault point: that crash is theirs to inject.
+        alive = [w for w in self.workers if w.process.is_alive() and w.fault is None]
+        if not alive:
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT lease_owner FROM runs_run WHERE lease_owner IS NOT NULL"
+                           " AND lease_expires_at > statement_timestamp()")
+            holding = {row[0] for row in cursor.fetchall()}
+        busy = [w for w in alive if holding.intersection(w.owners)]
+        return self.rng.choice(busy or alive)
+
+    def _replace_dead(self) -> None:
+        dead = [w for w in self.workers if not w.process.is_alive()]
+        for item in dead:
+            item.process.join(timeout=5)
+            self.workers.remove(item)
+        self._count_exits(dead)
+        for item in dead:
+            # A fault exit leaves leases behind, like a kill: expire them rather than wait.
+            self.tally.events.append(f"exit w{item.index} pid={item.pid} code={item.process.exitcode} "
+                                     f"leases={expire_leases(item.owners)}")
+        while len(self.workers) < self.size and self.tally.spawned < self.max_spawns \
+                and time.monotonic() < self.until:
+            armed = self.rng.random() < self.fault_rate
+            self._spawn(fault=self.rng.choice(self.fault_points) if armed else None)
+
+    def _count_exits(self, exited: list[Worker]) -> None:
+        for item in exited:
+            code = item.process.exitcode
+            if code == faults.KILLED_EXIT_CODE:
+                self.tally.fault_exits += 1
+            elif code not in (0, -signal.SIGKILL):
+                self.tally.other_exits.append(code)
+
+    def _spawn(self, *, fault: str | None) -> None:
+        index = self.tally.spawned
+        self.workers.append(spawn(index, fault=fault, until=self.until, log_dir=self.log_dir))
+        self.tally.spawned += 1
+        self.tally.events.append(f"spawn w{index} pid={self.workers[-1].pid} fault={fault}")
+
+
+# --- Settling -------------------------------------------------------------------------------------------------------
+
+
+def settle(*, seconds: float = 20.0) -> int:
+    """With every worker gone, drive all runs to rest in this process; returns the rounds it took.
+
+    Each round expires leftover leases, reaps episodes left running and advances
+    every due run. The ladder's own clock decides when a follow-up is due (the
+    policy keeps it in the run's state), so rounds wait for it, up to `seconds`.
+    Returns when no real run has an episode queued or running; raises otherwise.
+    """
+    deadline = time.monotonic() + seconds
+    tick = threading.Event()
+    rounds = 0
+    while time.monotonic() < deadline:
+        rounds += 1
+        expire_leases()
+        dispatch.reap_expired()
+        due = due_run_ids()
+        for run_id in due:
+            worker.advance_run(run_id, owner="settler")
+        if not due:
+            if not unsettled_run_ids():
+                return rounds
+            tick.wait(0.1)
+    raise AssertionError(f"the runs did not settle in {seconds} s; still busy: {unsettled_run_ids()}")
+
+
+def unsettled_run_ids() -> list[int]:
+    """Real runs with an episode queued (due or not) or running."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT e.run_id FROM runs_episode e JOIN runs_run r ON r.id = e.run_id"
+                       " WHERE NOT r.sim AND e.status IN ('queued', 'running') ORDER BY 1")
+        return [row[0] for row in cursor.fetchall()]
