@@ -1,8 +1,9 @@
 """The plan's `compliance` rules before a new send: deterministic, checked in a fixed order.
 
 Forbidden phrases block (a human reviews); a suppressed address blocks; the
-send window and the per-contact caps defer (never drop): the episode hands
-the deferral to the follow-up policy as its next contact. Required opt-out
+send window and the per-contact caps defer (never drop): the ToolExecutor
+holds the message in the outbox until `deferred_until` and a flush episode
+sends it then; the follow-up ladder keeps its own schedule. Required opt-out
 text is added by the runtime, so the model cannot forget it.
 """
 

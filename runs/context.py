@@ -100,6 +100,9 @@ class EpisodeOutcome:
     finished: bool = False
     # The agent called `schedule_followup`: the next contact, already clamped to policy bounds by the tool.
     followup_override: datetime | None = None
+    # The earliest `not_before` of sends this episode held (send window, per-contact caps): they go out then,
+    # in a flush episode, and do not move the next contact.
+    held_until: datetime | None = None
     # The agent called `ask_human` (the escalation is already open).
     escalated: bool = False
     notes: list[str] = field(default_factory=list)

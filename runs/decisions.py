@@ -7,11 +7,18 @@ the next follow-up episode, `wake_when`, the run's status, and the policy's
 own memory in run.state["policy"]. While a human is asked, the policy's state
 still moves but nothing is scheduled: the human's answer re-arms the pending
 wake (the policy keeps it in its state).
+
+A send the window or a per-contact cap held back is an outbox row with
+`not_before`, not the next contact: the ladder keeps its schedule and a
+separate `event` episode ({"flush_outbox": true}) due at the earliest
+`not_before` sends it. A run whose required tasks are done completes only
+once nothing is held, so a held "thanks" still goes out (its flush episode
+completes the run).
 """
 
-from django.db.models import prefetch_related_objects
+from django.db.models import Q, prefetch_related_objects
 
-from runs import clock, escalations, events, policy
+from runs import clock, escalations, events, outbox, policy
 from runs.context import EpisodeOutcome
 from runs.models import (
     Episode,
@@ -27,6 +34,11 @@ from runs.models import (
     TaskStatus,
 )
 
+# The payload flag of an episode that only sends held messages (runs.execution runs it without the model).
+FLUSH_FLAG = "flush_outbox"
+# Outbox rows that reached (or may have reached) the contact.
+REACHED = Q(status__in=[OutboxStatus.SENT, OutboxStatus.SENDING, OutboxStatus.UNCERTAIN])
+
 
 def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> None:
     """Complete the run when every required task is done; otherwise schedule what the policy says, or wait.
@@ -35,12 +47,25 @@ def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> None:
     """
     # One read of tasks and contacts for both the completion check and the policy's chased contact.
     prefetch_related_objects([run], "tasks", "contacts")
+    held_until = outbox.earliest_held(run.pk)
     if _required_tasks_done(run):
-        end_run(run, status=RunStatus.COMPLETED, outcome="All required tasks are done.")
+        if held_until is None:
+            end_run(run, status=RunStatus.COMPLETED, outcome="All required tasks are done.")
+            return
+        # A held message (the thanks) has not gone out yet: no more chasing, and the flush episode that sends
+        # it completes the run.
+        events.cancel_pending_followups(run)
+        question = _open_escalation(run)
+        changed = (_sleep(run, status=RunStatus.WAITING_HUMAN, wake_when=f"human:{question.pk}") if question
+                   else _sleep(run, status=RunStatus.WAITING, wake_when="outbox:held"))
+        _schedule_flush(run, episode, at=held_until)
+        run.next_wake_at = events.earliest_due(run.pk)
+        run.save(update_fields=[*changed, "next_wake_at", "updated_at"])
         return
+    flush = is_flush(episode)
     step = plan_next(run, episode, outcome)
     changed = []
-    if step.state_updates:
+    if step.state_updates and not flush:
         run.state = {**run.state, "policy": {**run.state.get("policy", {}), **step.state_updates}}
         changed.append("state")
     if step.action in ("complete", "fail"):
@@ -58,20 +83,37 @@ def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> None:
             run, kind=EscalationKind.STUCK, episode=episode,
             prompt=step.reason or "The follow-up ladder is spent and required tasks are still open.",
         )
+    elif step.action == "followup" and flush:
+        # The ladder's schedule stands (event "event" re-issues the pending wake): its queued follow-up stays.
+        changed += _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when or f"followup:{step.step}")
     elif step.action == "followup":
         changed += _schedule_followup(run, episode, step)
     else:
         changed += _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when)
+    if held_until is not None:
+        _schedule_flush(run, episode, at=held_until)
     run.next_wake_at = events.earliest_due(run.pk)
     run.save(update_fields=[*changed, "next_wake_at", "updated_at"])
 
 
+def is_flush(episode: Episode) -> bool:
+    """Whether the episode only sends the run's held messages (no model call, the ladder untouched)."""
+    return episode.kind == EpisodeKind.EVENT and bool((episode.payload or {}).get(FLUSH_FLAG))
+
+
 def plan_next(run: Run, episode: Episode, outcome: EpisodeOutcome) -> policy.NextStep:
-    """Ask the follow-up policy what follows this episode."""
+    """Ask the follow-up policy what follows this episode.
+
+    Only a requested next contact (`schedule_followup`, out-of-office) moves the ladder; a held send does not.
+    """
     task_key, contact_tz = _chased(run)
+    now = clock.now(run)
+    if outcome.held_until is not None and not _sent_now(episode):
+        # Everything this episode said waits for its window or cap: silence is counted from when it goes out.
+        now = max(now, outcome.held_until)
     return policy.plan_next(
         run.plan, state=run.state.get("policy", {}), contact_tz=contact_tz, org_tz=run.organization.default_timezone,
-        now=clock.now(run), event=events.event_for(episode.kind), run_id=run.pk, task_key=task_key,
+        now=now, event=events.event_for(episode.kind), run_id=run.offset_key, task_key=task_key,
         defer_until=outcome.followup_override, outreach_sent=_sent_something(episode),
     )
 
@@ -97,6 +139,18 @@ def _schedule_followup(run: Run, episode: Episode, step: policy.NextStep) -> lis
         payload={"step": step.step, "channel": step.channel},
     )
     return _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when or f"followup:{step.step}")
+
+
+def _schedule_flush(run: Run, episode: Episode, *, at) -> None:
+    """An episode at `at` that sends the run's held messages, unless one is already queued by then.
+
+    Kind `event`, not `followup`: a reply cancels pending follow-ups, never a held message.
+    """
+    queued = Episode.objects.filter(run_id=run.pk, kind=EpisodeKind.EVENT, status=EpisodeStatus.QUEUED,
+                                    payload__contains={FLUSH_FLAG: True}, due_at__lte=at)
+    if not queued.exists():
+        events.schedule_episode(run, kind=EpisodeKind.EVENT, due_at=max(at, clock.now(run)),
+                                dedupe_key=f"flush:after:{episode.seq}", payload={FLUSH_FLAG: True})
 
 
 def _sleep(run: Run, *, status: str, wake_when: str | None) -> list[str]:
@@ -129,7 +183,11 @@ def _chased(run: Run) -> tuple[str | None, str]:
 
 
 def _sent_something(episode: Episode) -> bool:
-    """Whether the episode reached the contact (or may have: an uncertain send counts, a deferred one does not)."""
-    return OutboxMessage.objects.filter(
-        episode_id=episode.pk, status__in=[OutboxStatus.SENT, OutboxStatus.SENDING, OutboxStatus.UNCERTAIN]
-    ).exists()
+    """Whether the episode reached the contact (or may have: an uncertain send counts; a held one too, it goes
+    out at its time)."""
+    held = Q(status=OutboxStatus.PENDING, not_before__isnull=False)
+    return OutboxMessage.objects.filter(REACHED | held, episode_id=episode.pk).exists()
+
+
+def _sent_now(episode: Episode) -> bool:
+    return OutboxMessage.objects.filter(REACHED, episode_id=episode.pk).exists()

@@ -52,9 +52,15 @@ def execute_episode(run_id: int, episode_id: int, *, epoch: int, heartbeat: leas
 
 
 def run_loop(ctx: EpisodeContext) -> EpisodeOutcome:
-    """The agent loop; imported on use so the runtime does not depend on the model layer at import time."""
-    from runs import loop
+    """The agent loop; imported on use so the runtime does not depend on the model layer at import time.
 
+    A flush episode (runs.decisions.is_flush) only sends the run's held messages: no model call.
+    """
+    from runs import loop, tool_executor
+
+    if decisions.is_flush(ctx.episode):
+        tool_executor.flush_pending(ctx)
+        return EpisodeOutcome()
     return loop.run_episode(ctx, flush=False)
 
 

@@ -4,7 +4,7 @@ Inbound text can never widen who is contacted: the recipient is the run's
 contact for `to_role`, and the model cannot name an address. The ToolExecutor
 (runs.tool_executor) applies policy, the guardrail and the outbox; this module
 turns its outcome into the tool result the model reads and the episode's
-outcome (a deferral, an escalation).
+outcome (a held send, an escalation).
 """
 
 from __future__ import annotations
@@ -36,17 +36,17 @@ def send(ctx: EpisodeContext, args: dict, *, session: ToolSession, tool: str) ->
     if outcome.escalated:
         session.outcome.escalated = True
         session.stop = True
-    if outcome.deferred_until is not None:
-        current = session.outcome.followup_override
-        session.outcome.followup_override = (outcome.deferred_until if current is None
-                                             else min(current, outcome.deferred_until))
     if outcome.status == "sent":
         return {"ok": True, "status": "sent", "channel": channel, "to_role": role, "message_id": outcome.outbox_id}
+    if outcome.status == "held":
+        # Not the next contact: the ladder keeps its schedule and a flush episode sends this row (runs.decisions).
+        current = session.outcome.held_until
+        session.outcome.held_until = outcome.held_until if current is None else min(current, outcome.held_until)
+        return {"ok": True, "status": "held", "channel": channel, "to_role": role, "message_id": outcome.outbox_id,
+                "held_until": outcome.held_until.isoformat(), "message": outcome.message}
     extra: dict = {"status": outcome.status}
     if outcome.outbox_id is not None:
         extra["message_id"] = outcome.outbox_id
-    if outcome.deferred_until is not None:
-        extra["deferred_until"] = outcome.deferred_until.isoformat()
     return error(outcome.message or f"the {channel} message was not sent ({outcome.status})", **extra)
 
 

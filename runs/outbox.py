@@ -14,6 +14,8 @@ import hashlib
 import re
 from datetime import datetime
 
+from django.db.models import Min, Q
+
 from runs import escalations
 from runs.context import EpisodeContext
 from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Run
@@ -45,7 +47,8 @@ def find(key: str) -> OutboxMessage | None:
 
 
 def pending_for(run_id: int) -> list[OutboxMessage]:
-    """The run's rows waiting to be sent (a transient failure, or a human said "it was not sent"), oldest first."""
+    """The run's rows waiting to be sent (held by the window or a cap, a transient failure, or a human said
+    "it was not sent"), oldest first."""
     return list(OutboxMessage.objects.filter(run_id=run_id, status=OutboxStatus.PENDING).order_by("created_at", "id"))
 
 
@@ -56,24 +59,45 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
     counts only its own sends: each simulation has its own virtual clock and
     personas, and says nothing about what another one's recipient received.
     """
-    rows = OutboxMessage.objects.filter(
-        recipient=recipient, status__in=COUNTED_STATUSES, created_at__gt=since, created_at__lte=until,
+    # A held row counts from when it went out (sent_at), not from when it was decided.
+    rows = OutboxMessage.objects.filter(recipient=recipient, status__in=COUNTED_STATUSES).filter(
+        Q(created_at__gt=since, created_at__lte=until) | Q(sent_at__gt=since, sent_at__lte=until)
     )
     rows = rows.filter(run=run) if run.sim else rows.filter(run__organization_id=run.organization_id, run__sim=False)
-    return sorted(rows.values_list("created_at", flat=True))
+    times = (sent_at or created_at for created_at, sent_at in rows.values_list("created_at", "sent_at"))
+    return sorted(at for at in times if since < at <= until)
 
 
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
-             ordinal: int, payload: dict) -> OutboxMessage:
-    """The row for `key`, created pending when new; an existing row keeps its first payload."""
+             ordinal: int, payload: dict, not_before: datetime | None = None) -> OutboxMessage:
+    """The row for `key`, created pending when new; an existing row keeps its first payload.
+
+    `not_before` holds the send (the window is closed or a cap is reached): the row waits for a flush.
+    """
     with ctx.fence():
         message, _ = OutboxMessage.objects.get_or_create(
             idem_key=key,
             defaults={"run_id": ctx.run_id, "episode_id": ctx.episode.pk, "task_key": task_key, "tool": tool,
                       "channel": channel, "recipient": recipient, "ordinal": ordinal, "payload": payload,
-                      "created_at": ctx.now},
+                      "created_at": ctx.now, "not_before": not_before},
         )
     return message
+
+
+def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -> OutboxMessage:
+    """Keep a pending row waiting until `not_before` (its window or cap moved on before it could go out)."""
+    with ctx.fence():
+        locked = _locked(message)
+        if locked.status == OutboxStatus.PENDING:
+            locked.not_before = not_before
+            locked.save(update_fields=["not_before"])
+    return locked
+
+
+def earliest_held(run_id: int) -> datetime | None:
+    """When the run's first held row may go out; None when nothing is held."""
+    rows = OutboxMessage.objects.filter(run_id=run_id, status=OutboxStatus.PENDING, not_before__isnull=False)
+    return rows.aggregate(at=Min("not_before"))["at"]
 
 
 def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | None:

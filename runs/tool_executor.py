@@ -38,7 +38,7 @@ THREAD_LOOKBACK = 20
 
 @dataclass(frozen=True)
 class SendOutcome:
-    """What happened to one send. status: sent | deferred | blocked | failed | uncertain | unavailable."""
+    """What happened to one send. status: sent | held | blocked | failed | uncertain | unavailable."""
 
     status: str
     message: str = ""
@@ -46,7 +46,8 @@ class SendOutcome:
     provider_message_id: str = ""
     # True when an earlier attempt had already sent it (or the provider confirmed it): nothing went out now.
     adopted: bool = False
-    deferred_until: datetime | None = None
+    # A held send: its outbox row stays pending until then, and a flush episode sends it.
+    held_until: datetime | None = None
     # An escalation is open for it; the run waits for a human.
     escalated: bool = False
 
@@ -71,15 +72,18 @@ def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, p
         payload = compliance.with_opt_out(ctx.plan, tool=tool, channel=channel, payload=payload)
         hold = compliance.check(ctx, tool=tool, channel=channel, recipient=recipient, contact=contact,
                                 payload=payload)
-        if hold is not None:
-            return SendOutcome(hold.status, hold.message, deferred_until=hold.deferred_until, escalated=hold.escalated)
+        if hold is not None and hold.deferred_until is None:
+            return SendOutcome(hold.status, hold.message, escalated=hold.escalated)
         blocked = _guardrail(ctx, tool=tool, channel=channel, recipient=recipient, payload=payload)
         if blocked is not None:
             return blocked
         if connector_for(ctx, channel) is None:
             return _unavailable(ctx, tool=tool, channel=channel)
         message = outbox.open_row(ctx, key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key,
-                                  ordinal=ordinal, payload=payload)
+                                  ordinal=ordinal, payload=payload,
+                                  not_before=hold.deferred_until if hold is not None else None)
+    if _still_held(ctx, message):
+        return _held(message)
     return deliver(ctx, message)
 
 
@@ -106,14 +110,18 @@ def deliver(ctx: EpisodeContext, message: OutboxMessage) -> SendOutcome:
 
 
 def flush_pending(ctx: EpisodeContext) -> list[SendOutcome]:
-    """Send the run's pending rows before the episode's own work (a human said "it was not sent").
+    """Send the run's pending rows whose time has come: held sends (runs.outbox.hold), rows a transient
+    refusal left, rows a human said were "not sent". Called before every episode's own work and alone by
+    a flush episode (runs.execution).
 
-    A row waits while its contact's send window is closed; the next episode
-    tries again. Raises SendRetry like `execute`.
+    A row waits while its `not_before` is ahead or its contact's send window
+    is closed; a held row whose window or cap moved on is held again to the
+    next instant it may go (a later flush episode sends it). Suppression is
+    checked again when it goes out (`deliver`). Raises SendRetry like `execute`.
     """
     outcomes = []
     for message in outbox.pending_for(ctx.run_id):
-        if _window_closed(ctx, message):
+        if _still_held(ctx, message) or (message.not_before is None and _window_closed(ctx, message)):
             continue
         outcome = deliver(ctx, message)
         record(ctx, JournalKind.NOTE, {"runtime": True, "text": f"pending {message.channel} message: {outcome.status}",
@@ -268,11 +276,47 @@ def _unavailable(ctx: EpisodeContext, *, tool: str, channel: str) -> SendOutcome
 
 
 def _window_closed(ctx: EpisodeContext, message: OutboxMessage) -> bool:
-    contact = next((c for c in ctx.contacts if outbox.normalize_recipient(message.channel, c) == message.recipient),
-                   None)
+    return _window_opens(ctx, message) is not None
+
+
+def _window_opens(ctx: EpisodeContext, message: OutboxMessage) -> datetime | None:
+    """None when the row's contact may be reached now, else when the window opens."""
+    contact = _contact_of(ctx, message)
     return policy.check_send_window(ctx.plan, contact_tz=contact.timezone if contact else "",
                                     org_tz=ctx.run.organization.default_timezone, now=ctx.now,
-                                    run_id=ctx.run.offset_key) is not None
+                                    run_id=ctx.run.offset_key)
+
+
+def _contact_of(ctx: EpisodeContext, message: OutboxMessage) -> Contact | None:
+    return next((c for c in ctx.contacts if outbox.normalize_recipient(message.channel, c) == message.recipient),
+                None)
+
+
+def _still_held(ctx: EpisodeContext, message: OutboxMessage) -> bool:
+    """Whether a held row (pending with `not_before`) may not go out now.
+
+    Due but its window closed again (a late worker) or its cap still reached
+    (another send took the slot): it is held again to the next instant it may go.
+    """
+    if message.status != OutboxStatus.PENDING or message.not_before is None:
+        return False
+    if message.not_before > ctx.now:
+        return True
+    later = _window_opens(ctx, message)
+    contact = _contact_of(ctx, message)
+    if later is None and contact is not None:
+        capped = compliance.cap_deferral(ctx, recipient=message.recipient, contact=contact)
+        later = capped[0] if capped is not None else None
+    if later is None:
+        return False
+    message.not_before = outbox.hold(ctx, message, not_before=later).not_before
+    return True
+
+
+def _held(message: OutboxMessage) -> SendOutcome:
+    return SendOutcome("held", f"held until {message.not_before.isoformat()} (the contact's send window or message "
+                       "cap) and will be sent then; do not send it again", outbox_id=message.pk,
+                       held_until=message.not_before)
 
 
 def _sent(message: OutboxMessage, *, adopted: bool) -> SendOutcome:

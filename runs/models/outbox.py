@@ -32,6 +32,8 @@ class OutboxMessage(FSMModelMixin, models.Model):
     # The run's clock when the send was decided and when it went out.
     created_at = models.DateTimeField()
     sent_at = models.DateTimeField(null=True, blank=True)
+    # A send the window or a per-contact cap held back: pending, and not sent before this instant (runs.outbox.hold).
+    not_before = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "created_at"]

@@ -71,9 +71,10 @@ that dict back as `state` next time; set run.wake_when to `wake_when`
 waiting with nothing scheduled, None otherwise). Map episode kinds to events:
 start → "start", followup → "followup", inbound and call_report → "reply",
 human_answer → "human_answer", event → "event". `outreach_sent` is whether
-the episode actually sent something to the contact; `defer_until` is the
-episode's requested next contact (schedule_followup, or a send deferred by
-`check_send_window`).
+the episode actually sent something to the contact (a send held for its
+window or a cap counts: it goes out at its time); `defer_until` is the
+episode's requested next contact (schedule_followup, out-of-office). A held
+send is not a next contact: it does not move the ladder (runs.decisions).
 """
 
 from runs.policy.calendar import add_business_days

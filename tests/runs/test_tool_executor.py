@@ -185,11 +185,13 @@ def test_per_contact_caps_count_every_run_of_the_organization_and_defer():
 
     result, later = s.dispatch(second, h.add_episode(second, "start"), "send_email", s.EMAIL)
 
-    assert result["status"] == "deferred"
+    assert result["status"] == "held"
     sent_at = OutboxMessage.objects.filter(run=first).order_by("created_at").first().created_at
-    assert later.outcome.followup_override >= sent_at + timedelta(days=1)
-    assert later.outcome.followup_override == datetime.fromisoformat(result["deferred_until"])
-    assert not OutboxMessage.objects.filter(run=second).exists()
+    assert later.outcome.held_until >= sent_at + timedelta(days=1)
+    assert later.outcome.held_until == datetime.fromisoformat(result["held_until"])
+    assert later.outcome.followup_override is None
+    held = OutboxMessage.objects.get(run=second)
+    assert held.status == "pending" and held.not_before == later.outcome.held_until
     block = JournalEntry.objects.get(run=second, kind="policy_block")
     assert block.data["rule"] == "per_contact_cap" and block.data["cap"] == "per_day"
 

@@ -106,15 +106,17 @@ def test_forbidden_phrase_blocks_the_send_and_asks_a_human():
     assert session.stop and session.outcome.escalated
 
 
-def test_a_send_outside_the_window_is_deferred_not_dropped():
+def test_a_send_outside_the_window_is_held_not_dropped():
     night = datetime(2025, 3, 5, 4, 0, tzinfo=UTC)  # 22:00 in Chicago: quiet hours
     run = h.make_run(now=night)
     result, session = _dispatch(run, h.add_episode(run, "start"), "send_email", EMAIL)
 
-    assert result["status"] == "deferred" and "deferred until" in result["error"]
-    assert session.outcome.followup_override is not None and session.outcome.followup_override > night
+    assert result["status"] == "held" and "will be sent then" in result["message"]
+    assert session.outcome.held_until is not None and session.outcome.held_until > night
+    assert session.outcome.followup_override is None
     assert JournalEntry.objects.filter(run=run, kind="policy_block", data__rule="send_window").exists()
-    assert not OutboxMessage.objects.exists()
+    held = OutboxMessage.objects.get()
+    assert held.status == "pending" and held.not_before == session.outcome.held_until
 
 
 def test_mark_task_done_on_a_claim_is_refused_and_the_task_stays_open():
