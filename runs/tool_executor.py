@@ -23,7 +23,7 @@ from django.conf import settings
 from connectors import message_ids, registry, suppressions
 from connectors.base import Connector, ConnectorError, OutboundMessage
 from connectors.models import Channel, Identity, InboundMessage, SuppressionReason
-from runs import compliance, faults, guardrails, outbox, policy
+from runs import compliance, faults, guardrails, leases, outbox, policy
 from runs.context import EpisodeContext
 from runs.models import Contact, Episode, EpisodeKind, EscalationKind, JournalKind, OutboxMessage, OutboxStatus
 from runs.tools import escalate, record
@@ -208,6 +208,7 @@ def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
     if sending is None:  # settled meanwhile (a human resolved it): read it again
         return deliver(ctx, OutboxMessage.objects.get(pk=message.pk))
     faults.point("before_provider_call")
+    _confirm_lease(ctx)
     try:
         result = connector.send(outbound)
     except ConnectorError as failure:
@@ -216,6 +217,21 @@ def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
     sent = outbox.record_sent(ctx, sending, provider_message_id=result.provider_message_id)
     faults.point("after_record")
     return _sent(sent, adopted=False)
+
+
+def _confirm_lease(ctx: EpisodeContext) -> None:
+    """Renew the lease right before the provider call; raise LeaseLost if another worker took the run.
+
+    The fence stops a paused worker's database writes, not its provider
+    calls: without this, a worker stalled between `begin_send` and the call
+    (SIGSTOP, a long GC pause) could resume after a successor looked the key
+    up, found nothing and sent it, and send it a second time. Renewing also
+    keeps any successor out until this call has finished or timed out (the
+    request timeout is below the lease). What is left is a stall between this
+    check and the request leaving the process.
+    """
+    if not leases.renew(ctx.run_id, epoch=ctx.epoch):
+        raise leases.LeaseLost(f"run {ctx.run_id}: lease of epoch {ctx.epoch} lost before the provider call")
 
 
 def _recover(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,

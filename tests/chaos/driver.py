@@ -3,8 +3,9 @@
 Workers are forked children running the real runtime (dispatch.reap_expired,
 worker.advance_run) against the test database, each with its own connection
 and an optional fault point armed. The parent controls time where it can:
-it expires leases and pulls due times forward in SQL instead of sleeping.
-Every loop here is bounded by a deadline or a round count.
+it expires leases in SQL instead of sleeping past them (the follow-up ladder
+keeps its own clock in the run's state, so its seconds-long delays are waited
+for). Every loop and wait here is bounded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,7 +243,7 @@ def _work_once(point: str, run_id: int, log_dir: str, *, pause: bool = True) -> 
     try:
         worker.advance_run(run_id, owner=owners_of(os.getpid())[0])
     except Exception as exc:
-        with (Path(log_dir) / f"errors-paused-{os.getpid()}.jsonl").open("a") as out:
+        with (Path(log_dir) / f"errors-once-{os.getpid()}.jsonl").open("a") as out:
             out.write(json.dumps({"pid": os.getpid(), "error": repr(exc), "traceback": traceback.format_exc()}) + "\n")
     connections.close_all()
 
@@ -326,8 +328,10 @@ class Controller:
         elif roll < 0.55:
             self.pause()
 
-    def run(self, *, tick_s: tuple[float, float] = (0.15, 0.4), chaos_until: float) -> None:
-        while time.monotonic() < chaos_until:
+    def run(self, *, chaos_until: float, until_true: Callable[[], bool] | None = None,
+            tick_s: tuple[float, float] = (0.15, 0.4)) -> None:
+        """Tick until `chaos_until`, or sooner once `until_true()` holds."""
+        while time.monotonic() < chaos_until and not (until_true and until_true()):
             self.step()
             self._tick.wait(self.rng.uniform(*tick_s))
         self._replace_dead()
