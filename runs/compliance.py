@@ -55,8 +55,9 @@ def check(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, conta
     phrases = [p for p in rules.get("forbidden_phrases") or [] if p.strip() and p.casefold() in text]
     if phrases:
         record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "forbidden_phrases", "phrases": phrases})
-        escalate(ctx, kind=EscalationKind.GUARDRAIL_BLOCK, options=["send it anyway", "do not send"],
-                 prompt=f"A {channel} message was blocked: it contains {', '.join(map(repr, phrases))}.",
+        escalate(ctx, kind=EscalationKind.GUARDRAIL_BLOCK,
+                 prompt=f"A {channel} message was blocked: it contains {', '.join(map(repr, phrases))}. "
+                        f"It was not sent; your answer is guidance the agent reads before its next message.",
                  context={"tool": tool, "recipient": recipient, "payload": payload, "phrases": phrases})
         return Hold("blocked", "blocked: the message contains forbidden phrases; a human will review it",
                     escalated=True)

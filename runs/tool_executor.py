@@ -278,8 +278,9 @@ def _guardrail(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, 
                                             "reason": verdict.reason, "model": verdict.model})
     if verdict.allowed:
         return None
-    escalate(ctx, kind=EscalationKind.GUARDRAIL_BLOCK, options=["send it anyway", "do not send"],
-             prompt=f"A {channel} message was blocked by the guardrail ({verdict.rule}): {verdict.reason}",
+    escalate(ctx, kind=EscalationKind.GUARDRAIL_BLOCK,
+             prompt=f"A {channel} message was blocked by the guardrail ({verdict.rule}): {verdict.reason}. "
+                    f"It was not sent; your answer is guidance the agent reads before its next message.",
              context={"tool": tool, "recipient": recipient, "payload": payload, "rule": verdict.rule,
                       "model": verdict.model})
     return SendOutcome("blocked", f"blocked by the guardrail ({verdict.rule}); a human will review it",
