@@ -111,24 +111,26 @@ def _timeline(facts: expectations.Facts, *, cast: personas.Cast, report: schedul
     """The run's story by virtual day. Addresses read as roles: they carry a per-run token (personas.cast_for)."""
     labels = {address: f"{contact.role} <{contact.name}>" for contact in facts.contacts
               for channel in expectations.ADDRESS_FIELD for address in expectations.addresses(contact, channel)}
+    zone = ZoneInfo(facts.run.organization.default_timezone)
     rows = []
     for item in timeline.timeline_for(facts.run, include_journal=False):
         summary = item.summary
         if item.type == "outbound":
             summary = re.sub(r"^→ (\S+)", lambda m: f"→ {labels.get(m.group(1), m.group(1))}", summary)
-        rows.append(_row(facts, at=item.at, type=item.type, kind=item.kind, channel=item.channel,
+        rows.append(_row(facts, zone, at=item.at, type=item.type, kind=item.kind, channel=item.channel,
                          direction=item.direction, summary=summary))
     for delivery in report.deliveries:
         if delivery.episode_id is None:  # keywords and refused messages never became episodes
             action = delivery.action
-            rows.append(_row(facts, at=action.at, type="persona", kind=action.kind, channel=action.channel,
+            rows.append(_row(facts, zone, at=action.at, type="persona", kind=action.kind, channel=action.channel,
                              direction="in", summary=f"{action.role}: {action.text} ({delivery.note})"))
     return sorted(rows, key=lambda row: row["at"])
 
 
-def _row(facts: expectations.Facts, *, at: datetime, **fields) -> dict:
-    # UTC isoformat sorts as text in time order.
-    return {"day": round((at - facts.start) / DAY, 3), "at": at.astimezone(UTC).isoformat(), **fields}
+def _row(facts: expectations.Facts, zone: ZoneInfo, *, at: datetime, **fields) -> dict:
+    # UTC isoformat sorts as text in time order; `local` is what a person reads (the organization's zone).
+    return {"day": round((at - facts.start) / DAY, 3), "at": at.astimezone(UTC).isoformat(),
+            "local": at.astimezone(zone).strftime("%a %H:%M %Z"), **fields}
 
 
 def _goal(plan: dict, case: dict) -> str:

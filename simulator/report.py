@@ -41,7 +41,7 @@ def timeline(result: dict) -> list[str]:
     if not items:
         lines.append("   (no events)")
     rows = [
-        (_day(item.get("day")), _clock(item.get("at")), _direction(item.get("direction")),
+        (_day(item.get("day")), item.get("local") or _clock(item.get("at")), _direction(item.get("direction")),
          item.get("channel") or "-", item.get("kind") or item.get("type") or "", _one_line(item.get("summary")))
         for item in items
     ]

@@ -32,7 +32,7 @@ def test_prints_each_case_timeline_and_the_scorecard_table(good_draft, engine):
     for case in good_draft.compiled["evals"]:
         assert f"== {case['name']} (pass)" in out
     # virtual day, time, direction, channel, kind, summary
-    assert re.search(r"^   day 0 +Mon \d\d:\d\d +-> +email +send_email +", out, re.MULTILINE)
+    assert re.search(r"^   day 0 +Mon \d\d:\d\d [A-Z]+ +-> +email +send_email +", out, re.MULTILINE)
     header = next(line for line in out.splitlines() if line.startswith("case"))
     assert header.split() == ["case", "result", "days", "to", "done", "messages", "escalations", "reasons"]
     assert "document-collector v1: PASSED" in out
