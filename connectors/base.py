@@ -7,6 +7,7 @@ builds an OutboundMessage from its own state and hands it down.
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -89,7 +90,7 @@ class ParsedInbound:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
-class Connector:
+class Connector(ABC):
     """Base class. Subclasses set `channel` and implement the four methods."""
 
     channel: str = ""
@@ -98,21 +99,21 @@ class Connector:
         self.identity = identity
         self.secrets = secrets
 
+    @abstractmethod
     def send(self, message: OutboundMessage) -> SendResult:
         """Hand the message to the provider once; raises ConnectorError."""
-        raise NotImplementedError
 
+    @abstractmethod
     def lookup(self, message: OutboundMessage, *, sent_after: datetime) -> LookupResult:
         """Ask whether `message.idem_key` was accepted by the provider at or after `sent_after`."""
-        raise NotImplementedError
 
+    @abstractmethod
     def verify_request(self, request: HttpRequest) -> bool:
         """True when the webhook request is signed by the provider (checked on the raw body)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def parse_inbound(self, request: HttpRequest) -> list[ParsedInbound]:
         """The items of a verified webhook request; [] when there is nothing for Lucia in it."""
-        raise NotImplementedError
 
     def require_secret(self, name: str) -> str:
         value = self.secrets.get(name)
