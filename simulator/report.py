@@ -10,14 +10,25 @@ REASON_WIDTH = 70
 
 
 class ProgressBar:
-    """`[#####-----]  50% case-name` redrawn in place through `write` (stderr: stdout stays for results)."""
+    """`[#####-----]  50% case-name` redrawn in place through `write` (stderr: stdout stays for results).
 
-    def __init__(self, write: Callable[[str], object], *, width: int = BAR_WIDTH) -> None:
+    Off a terminal (CI logs, `make demo | tee`) redrawing would pile up carriage
+    returns, so it writes one line per case instead.
+    """
+
+    def __init__(self, write: Callable[[str], object], *, width: int = BAR_WIDTH, redraw: bool = True) -> None:
         self.write = write
         self.width = width
+        self.redraw = redraw
         self._last = ""
+        self._case = ""
 
     def __call__(self, index: int, count: int, name: str, fraction: float) -> None:
+        if not self.redraw:
+            if name and name != self._case and index < count:
+                self._case = name
+                self.write(f"simulating case {index + 1}/{count}: {name}\n")
+            return
         overall = 1.0 if count == 0 else min(1.0, (index + fraction) / count)
         filled = round(overall * self.width)
         line = f"[{'#' * filled}{'-' * (self.width - filled)}] {overall:4.0%} {name}"

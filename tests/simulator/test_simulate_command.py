@@ -36,8 +36,23 @@ def test_prints_each_case_timeline_and_the_scorecard_table(good_draft, engine):
     header = next(line for line in out.splitlines() if line.startswith("case"))
     assert header.split() == ["case", "result", "days", "to", "done", "messages", "escalations", "reasons"]
     assert "document-collector v1: PASSED" in out
-    assert "[####################] 100%" in err  # the progress bar goes to stderr
+    # Progress goes to stderr; off a terminal it is one line per case, not a redrawn bar.
+    count = len(good_draft.compiled["evals"])
+    assert f"simulating case 1/{count}: {good_draft.compiled['evals'][0]['name']}" in err
+    assert "\r" not in err
     assert Scorecard.objects.get().passed
+
+
+def test_on_a_terminal_the_progress_bar_is_redrawn_in_place():
+    from simulator import report
+
+    written: list[str] = []
+    bar = report.ProgressBar(written.append, width=10)
+    bar(0, 2, "first", 0.5)
+    bar(1, 2, "second", 1.0)
+    bar.close()
+
+    assert written == ["\r[##--------]  25% first", "\r[##########] 100% second", "\n"]
 
 
 def test_json_output_parses_as_the_scorecard_and_has_no_progress_bar(good_draft, engine):

@@ -39,7 +39,7 @@ class Command(BaseCommand):
         if options["weeks"] is not None and options["weeks"] < 1:
             raise CommandError("--weeks must be at least 1")
         as_json = options["json"]
-        bar = None if as_json else report.ProgressBar(self._write_err)
+        bar = None if as_json else report.ProgressBar(self._write_err, redraw=self.stderr.isatty())
         try:
             cases = scorecards.select_cases(version, names=options["cases"])
             run_options = {"seed": options["seed"], "weeks": options["weeks"], "progress": bar}
