@@ -49,7 +49,7 @@ from runs.models import (
     Run,
     RunStatus,
 )
-from tests.chaos import driver
+from tests.chaos import db, driver, workers
 from tests.factories import OrganizationFactory, plan_version
 from tests.runs import send_helpers as s
 
@@ -146,20 +146,20 @@ def test_runs_survive_killed_paused_and_crashing_workers_without_duplicates_or_l
     # one recipient's lookup works (the send is adopted), the other's fails (the send is uncertain).
     adopted, unknown = runs[0], next(run for run in runs if run.contacts.get().phone in twilio.lookup_down_for)
     for run in (adopted, unknown):
-        code = driver.crash_at("after_provider_call", run.pk, log_dir=tmp_path)
-        assert code == faults.KILLED_EXIT_CODE, f"the worker exited {code}: {driver.worker_errors(tmp_path)}"
+        code = workers.crash_at("after_provider_call", run.pk, log_dir=tmp_path)
+        assert code == faults.KILLED_EXIT_CODE, f"the worker exited {code}: {workers.worker_errors(tmp_path)}"
         assert OutboxMessage.objects.get(run=run).status == OutboxStatus.SENDING
 
     tally = _unleash(twilio, tmp_path, rng, adopted=OutboxMessage.objects.get(run=adopted))
     rounds = driver.settle()
 
     summary = (f"chaos: {tally.spawned} workers spawned, {tally.killed} killed, {tally.paused} paused "
-               f"({tally.zombies} resumed as zombies, {driver.fenced_stops(tmp_path)} stops on LeaseLost), "
+               f"({tally.zombies} resumed as zombies, {workers.fenced_stops(tmp_path)} stops on LeaseLost), "
                f"{tally.fault_exits} crashed at a fault point, {len(twilio.failed_lookups)} lookups failed; "
                f"settled in {rounds} rounds; outbox {dict(Counter(r.status for r in OutboxMessage.objects.all()))}\n"
                + "\n".join(tally.events))
     print(summary)  # shown with -s, and on failure
-    assert driver.worker_errors(tmp_path) == [], "an exception escaped the runtime in a worker"
+    assert workers.worker_errors(tmp_path) == [], "an exception escaped the runtime in a worker"
     assert tally.other_exits == [], "a worker exited other than by a kill, a fault or its deadline"
     assert tally.killed >= 1 and tally.paused >= 1 and tally.fault_exits >= 1, summary
 
@@ -226,16 +226,16 @@ def _assert_runs_at_rest(run_ids: list[int], rows: list[OutboxMessage]) -> None:
 
 def test_a_worker_paused_before_its_provider_call_sends_nothing_after_a_takeover(twilio, tmp_path):
     run = _start_runs(twilio)[0]
-    paused = driver.spawn_paused_at("before_provider_call", run.pk, log_dir=tmp_path)
+    paused = workers.spawn_paused_at("before_provider_call", run.pk, log_dir=tmp_path)
     try:
         # The paused worker wrote `sending` and stopped right before the provider call; its lease lapses.
         assert OutboxMessage.objects.get(run=run).status == OutboxStatus.SENDING
-        assert driver.expire_leases(driver.owners_of(paused.pid)) != []
+        assert db.expire_leases(db.owners_of(paused.pid)) != []
         # The new owner's lookup finds nothing, so it sends; the resumed worker finds its lease gone and stops.
         assert worker.advance_run(run.pk, owner="second-worker") is True
     finally:
         paused.resume()
-    assert paused.process.exitcode == 0 and driver.worker_errors(tmp_path) == []
+    assert paused.process.exitcode == 0 and workers.worker_errors(tmp_path) == []
 
     row = OutboxMessage.objects.get(run=run)
     assert row.status in (OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
