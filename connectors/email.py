@@ -22,6 +22,7 @@ import requests
 from anymail.exceptions import AnymailError, AnymailRecipientsRefused, AnymailWebhookValidationFailure
 from anymail.message import AnymailMessage
 from anymail.webhooks.mailgun import MailgunInboundWebhookView, MailgunTrackingWebhookView
+from django.conf import settings
 from django.core.mail import get_connection
 from django.http import HttpRequest
 from django.utils import timezone
@@ -39,8 +40,6 @@ CLOCK_SLACK = timedelta(minutes=1)
 EVENTS_SETTLE_S = 120
 # Mailgun signs only timestamp + token (not the body), so a stale signature is refused.
 MAX_SIGNATURE_AGE_S = 15 * 60
-# Inbound attachments up to this size are kept inline (base64); larger ones keep metadata only.
-INLINE_ATTACHMENT_LIMIT = 2 * 1024 * 1024
 KEPT_HEADERS = (
     "Message-ID", "In-Reply-To", "References", "Date", "Reply-To", "Auto-Submitted", "Precedence",
     "X-Autoreply", "X-Autorespond", "List-Id", "X-Mailgun-Sflag",
@@ -219,7 +218,8 @@ def _attachment(part: Any) -> dict[str, Any]:
         "size": len(content),
         "sha256": hashlib.sha256(content).hexdigest(),
     }
-    if len(content) <= INLINE_ATTACHMENT_LIMIT:
+    # Up to the storage cap the bytes travel on (connectors.attachments keeps them); larger: metadata only.
+    if len(content) <= settings.LUCIA_ATTACHMENT_MAX_BYTES:
         item["content_b64"] = base64.b64encode(content).decode()
     return item
 

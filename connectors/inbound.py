@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.models import Organization
+from connectors import attachments
 from connectors.base import ParsedInbound
 from connectors.models import InboundMessage, InboundStatus
 
@@ -23,7 +24,8 @@ def store(
     """Store the item; returns (message, created). created=False: a repeated delivery, already handled.
 
     Call inside a transaction: a concurrent duplicate waits on the unique index
-    and then finds this row.
+    and then finds this row. The files' bytes go to connectors.attachments; the
+    message's `attachments` keeps their description only.
     """
     headers = dict(parsed.headers)
     if parsed.in_reply_to:
@@ -34,7 +36,7 @@ def store(
         headers["thread_ref"] = parsed.thread_ref
     if parsed.idem_key:
         headers["idem_key"] = parsed.idem_key
-    return InboundMessage.objects.get_or_create(
+    message, created = InboundMessage.objects.get_or_create(
         channel=channel,
         provider_id=without_nul(parsed.provider_id)[: _LIMITS["provider_id"]],
         defaults={
@@ -44,12 +46,15 @@ def store(
             "to_address": without_nul(parsed.to_address)[: _LIMITS["to_address"]],
             "subject": without_nul(parsed.subject)[: _LIMITS["subject"]],
             "text": without_nul(parsed.text),
-            "attachments": without_nul(parsed.attachments),
+            "attachments": without_nul(attachments.metadata(parsed.attachments)),
             "headers": without_nul(headers),
             "raw": without_nul(parsed.raw),
             "status": InboundStatus.UNMATCHED,
         },
     )
+    if created and parsed.attachments:
+        attachments.store_for_message(message, parsed.attachments)
+    return message, created
 
 
 def mark_matched(message: InboundMessage, *, run_id: int, organization_id: int) -> None:

@@ -155,3 +155,48 @@ class DeliveryEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} {self.event_type} {self.provider_message_id}"
+
+
+class Attachment(models.Model):
+    """A file that came with a message: its bytes when they arrived, or a record that they did not.
+
+    Evidence checks read only these rows, never a payload's description of a
+    file. Written only by connectors.attachments.
+    """
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, null=True, blank=True, related_name="attachments"
+    )
+    # Set for files in a provider's webhook; the run is the one the message matched.
+    inbound_message = models.ForeignKey(
+        InboundMessage, on_delete=models.CASCADE, null=True, blank=True, related_name="files"
+    )
+    # Set for files given with an API event or a simulated reply. No foreign key: runs sit a floor above.
+    run_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    filename = models.CharField(max_length=255, blank=True)
+    # What the sender said the file is: a claim, shown to people, never checked against a task.
+    declared_type = models.CharField(max_length=255, blank=True)
+    # What the bytes are (connectors.sniffing); empty when the bytes never arrived.
+    sniffed_type = models.CharField(max_length=100, blank=True)
+    size = models.BigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True)
+    content = models.BinaryField(null=True, blank=True, editable=False)
+    # False: only a link (Slack, Twilio media) or a file over the size cap; such a file is never evidence.
+    stored = models.BooleanField(default=False)
+    not_stored_reason = models.CharField(max_length=200, blank=True)
+    url = models.URLField(max_length=2000, blank=True)
+    # What a text extractor read from the file; only the simulator's personas supply it today.
+    text = models.TextField(blank=True)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["received_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(stored=False) | (Q(content__isnull=False) & ~Q(sha256="")),
+                name="attachment_stored_has_bytes",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.filename or 'attachment'} ({self.sniffed_type or 'not stored'}, {self.size} bytes)"

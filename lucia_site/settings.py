@@ -91,6 +91,8 @@ LUCIA_MODEL_TIMEOUT_S = env_int("LUCIA_MODEL_TIMEOUT_S", 30)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 LUCIA_SECRETS_KEY = env_str("LUCIA_SECRETS_KEY")
+# Largest attachment whose bytes are kept (inbound email, events API); larger ones are never evidence.
+LUCIA_ATTACHMENT_MAX_BYTES = env_int("LUCIA_ATTACHMENT_MAX_BYTES", 10 * 1024 * 1024)
 # Names fault-injection points that end the process (tests and the chaos suite only).
 LUCIA_FAULTS = env_list("LUCIA_FAULTS", [])
 # Where `name:once` faults leave their marker, so a restarted worker runs through.

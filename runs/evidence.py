@@ -2,13 +2,20 @@
 
 Evidence is what arrived from outside, never what the model wrote: inbound
 messages and call reports (episode payloads) and humans' answers to
-escalations. `check` is pure; `gather` reads the evidence a run has recorded.
+escalations. A message counts only for the tasks of the contact who sent it
+(runs.senders matches its sender to the run's contacts); a stranger in the
+same thread proves nothing. An attachment counts only as stored bytes
+(connectors.Attachment): non-empty, hashed, of the type its bytes show, never
+as a description in a payload. `check` is pure; `gather` reads the evidence a
+run has recorded.
 
 The evidence mapping `check` takes:
 
-    {"messages": [{"source": "episode:12", "kind": "reply" | "call", "text": "...",
-                   "attachments": [{"filename", "content_type", "size", "sha256"}],
-                   "fields": {"name": "value"}, "from": "..."}],
+    {"messages": [{"source": "episode:12", "kind": "reply" | "call", "text": "...", "from": "...",
+                   "from_roles": ["vendor"],
+                   "attachments": [{"attachment_id", "filename", "content_type" (sniffed), "size", "sha256",
+                                    "stored", "text"}],
+                   "fields": {"name": "value"}}],
      "human": [{"source": "escalation:3", "question": "...", "answer": "yes", "task_key": "..."}]}
 """
 
@@ -19,7 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.models import Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus
+from connectors import attachments
+from runs import senders
+from runs.models import Contact, Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus
 
 # Answers a human gives to confirm; anything else (including silence) does not.
 AFFIRMATIVE = re.compile(r"(?i)^\s*(yes|y|yeah|yep|confirm(ed)?|done|true|approved?|correct|it was (sent|received))\b")
@@ -35,30 +44,62 @@ class EvidenceResult:
     source: str = ""
 
 
-def check(done_when: dict, *, evidence: dict, task_key: str = "") -> EvidenceResult:
+def check(done_when: dict, *, evidence: dict, task_key: str = "", contact_role: str | None = None) -> EvidenceResult:
+    """`contact_role`: the task's contact; only their messages count (None: any run contact's)."""
     kind = done_when.get("type")
     checker = _CHECKS.get(kind)
     if checker is None:
         return EvidenceResult(False, f"unknown done_when type {kind!r}")
-    return checker(done_when, evidence, task_key)
+    if kind == "human_confirmation":
+        return checker(done_when, evidence, task_key)
+    own = {**evidence, "messages": [m for m in evidence.get("messages") or [] if _from_contact(m, contact_role)]}
+    result = checker(done_when, own, task_key)
+    strangers = len(evidence.get("messages") or []) - len(own["messages"])
+    if not result.passed and strangers:
+        who = f"the {contact_role} contact" if contact_role else "a contact of this run"
+        return EvidenceResult(False, f"{result.reason} ({strangers} message(s) not from {who} do not count)")
+    return result
+
+
+def _from_contact(message: dict, role: str | None) -> bool:
+    roles = message.get("from_roles") or []
+    return role in roles if role is not None else bool(roles)
 
 
 def _attachment_received(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
     types = done_when.get("content_types") or []
     pattern = done_when.get("filename_pattern")
-    seen = 0
+    refused: list[str] = []
     for message in _messages(evidence, "reply"):
         for attachment in message.get("attachments") or []:
-            seen += 1
-            if _content_type_ok(attachment.get("content_type", ""), types) and _filename_ok(
-                attachment.get("filename", ""), pattern
-            ):
-                matched = {key: attachment.get(key) for key in ("filename", "content_type", "size", "sha256")}
+            name = attachment.get("filename") or "attachment"
+            problem = _unproven(attachment)
+            if problem:
+                refused.append(f"{name}: {problem}")
+            elif not _content_type_ok(attachment.get("content_type", ""), types):
+                refused.append(f"{name}: its bytes are {attachment.get('content_type') or 'of no known type'}")
+            elif not _filename_ok(name, pattern):
+                refused.append(f"{name}: the filename does not match {pattern}")
+            else:
+                matched = {key: attachment.get(key) for key in ("attachment_id", "filename", "content_type", "size",
+                                                                 "sha256")}
                 return EvidenceResult(True, "attachment received", matched, message.get("source", ""))
-    if not seen:
+    if not refused:
         return EvidenceResult(False, "no attachment has been received; a message saying it was sent is not evidence")
     wanted = ", ".join(types) or "any type"
-    return EvidenceResult(False, f"no received attachment matches ({wanted}, filename {pattern or 'any'})")
+    return EvidenceResult(False, f"no received attachment matches ({wanted}, filename {pattern or 'any'}): "
+                                 + "; ".join(refused[:5]))
+
+
+def _unproven(attachment: dict) -> str:
+    """Why the file is not proven to have arrived ('' when its bytes were stored, non-empty and hashed)."""
+    if not attachment.get("stored"):
+        return "its bytes never arrived"
+    if not attachment.get("size"):
+        return "the file is empty"
+    if len(attachment.get("sha256") or "") != 64:
+        return "the file has no checksum"
+    return ""
 
 
 def _reply_matches(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
@@ -147,12 +188,12 @@ def gather(run_id: int, *, current: Episode | None = None, checks: Iterable[str]
         episodes = Episode.objects.filter(run_id=run_id, kind__in=list(_MESSAGE_KINDS)).filter(
             status__in=[EpisodeStatus.DONE, EpisodeStatus.RUNNING]
         )
-        messages = [_message(pk, kind, payload)
-                    for pk, kind, payload in episodes.order_by("seq").values_list("pk", "kind", "payload")]
-        if current is not None and current.kind in _MESSAGE_KINDS and all(
-            m["source"] != f"episode:{current.pk}" for m in messages
-        ):
-            messages.append(_message(current.pk, current.kind, current.payload))
+        rows = list(episodes.order_by("seq").values_list("pk", "kind", "payload"))
+        if current is not None and current.kind in _MESSAGE_KINDS and all(pk != current.pk for pk, _, _ in rows):
+            rows.append((current.pk, current.kind, current.payload))
+        contacts = list(Contact.objects.filter(run_id=run_id).values("role", "email", "phone", "slack_user"))
+        files = _files(run_id, [payload for _, _, payload in rows])
+        messages = [_message(pk, kind, payload, contacts=contacts, files=files) for pk, kind, payload in rows]
     human: list[dict] = []
     if "human_confirmation" in wanted:
         answers = Escalation.objects.filter(
@@ -170,13 +211,27 @@ def gather(run_id: int, *, current: Episode | None = None, checks: Iterable[str]
     return {"messages": messages, "human": human}
 
 
-def _message(pk: int, kind: str, payload: dict | None) -> dict:
+def _message(pk: int, kind: str, payload: dict | None, *, contacts: list[dict], files: dict[int, dict]) -> dict:
     payload = payload or {}
+    sender = str(payload.get("from") or "")
+    channel = payload.get("channel") or ("voice" if kind == EpisodeKind.CALL_REPORT else "")
+    named = [entry.get("attachment_id") for entry in payload.get("attachments") or [] if isinstance(entry, dict)]
     return {
         "source": f"episode:{pk}",
         "kind": _MESSAGE_KINDS[kind],
         "text": payload.get("text") or payload.get("transcript") or "",
-        "attachments": payload.get("attachments") or [],
+        # Only rows stored for this run; a payload entry without one (a description) is not a file.
+        "attachments": [files[pk] for pk in named if pk in files],
         "fields": payload.get("fields") or {},
-        "from": payload.get("from", ""),
+        "from": sender,
+        "from_roles": senders.roles_of(contacts, sender=sender, channel=channel),
     }
+
+
+def _files(run_id: int, payloads: list[dict | None]) -> dict[int, dict]:
+    """The stored attachments the payloads name, by id, as check reads them."""
+    ids = [entry.get("attachment_id") for payload in payloads for entry in (payload or {}).get("attachments") or []
+           if isinstance(entry, dict)]
+    return {row.pk: {"attachment_id": row.pk, "filename": row.filename, "content_type": row.sniffed_type,
+                     "size": row.size, "sha256": row.sha256, "stored": row.stored, "text": row.text}
+            for row in attachments.for_run(run_id, ids)}

@@ -16,7 +16,7 @@ import logging
 from django.db.models import Func, Value
 
 from agents.models import Organization
-from connectors import inbound, message_ids, suppressions
+from connectors import attachments, inbound, message_ids, suppressions
 from connectors.models import Channel, InboundMessage
 from runs import escalations, events
 from runs.models import Contact, Episode, EpisodeKind, OutboxMessage, OutboxStatus, Run
@@ -26,8 +26,6 @@ log = logging.getLogger(__name__)
 
 DEDUPE_KEY_MAX = 200
 TRIAGE_TEXT_CHARS = 500
-# Attachment fields an episode carries; the content stays on the InboundMessage.
-ATTACHMENT_FIELDS = ("filename", "content_type", "size", "sha256", "url", "text")
 
 
 def deliver(message: InboundMessage, *, organization: Organization | None) -> Episode | None:
@@ -167,7 +165,8 @@ def episode_payload(message: InboundMessage) -> dict:
         "text": message.text,
         "subject": message.subject,
         "from": message.from_address,
-        "attachments": [{k: a[k] for k in ATTACHMENT_FIELDS if k in a} for a in message.attachments or []],
+        # Descriptions with the stored rows' ids; the bytes stay in connectors.Attachment.
+        "attachments": [attachments.describe(row) for row in message.files.order_by("pk")],
         "headers": {"in_reply_to": headers.get("in_reply_to"), "references": headers.get("references") or []},
         "inbound_message_id": message.pk,
     }

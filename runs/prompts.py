@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from runs import journal
+from runs import journal, senders
 from runs.context import EpisodeContext
 from runs.models import Episode, EpisodeKind, Escalation, JournalEntry, JournalKind, Task
 
@@ -77,7 +77,7 @@ def _event(ctx: EpisodeContext) -> dict:
             subject=payload.get("subject", ""),
             attachments=[{"filename": a.get("filename", ""), "content_type": a.get("content_type", "")}
                          for a in payload.get("attachments") or []],
-            contact_role=payload.get("contact_role") or _role_of_sender(ctx, payload.get("from", "")),
+            contact_role=_role_of_sender(ctx, payload.get("from", ""), channel=payload.get("channel") or ""),
         )
     elif episode.kind == EpisodeKind.HUMAN_ANSWER:
         escalation = Escalation.objects.filter(pk=payload.get("escalation_id")).first()
@@ -136,15 +136,9 @@ def _contacts(ctx: EpisodeContext) -> list[dict]:
     ]
 
 
-def _role_of_sender(ctx: EpisodeContext, sender: str) -> str:
-    address = sender.strip().lower()
-    digits = "".join(ch for ch in address if ch.isdigit())
-    for contact in ctx.contacts:
-        if address and address in (contact.email.lower(), contact.slack_user.lower()):
-            return contact.role
-        if digits and digits == "".join(ch for ch in contact.phone if ch.isdigit()):
-            return contact.role
-    return ""
+def _role_of_sender(ctx: EpisodeContext, sender: str, *, channel: str = "") -> str:
+    """The sender's contact role, matched as runs.evidence matches it ('' for a stranger)."""
+    return next(iter(senders.roles_of(ctx.contacts, sender=sender, channel=channel)), "")
 
 
 def _human_answers(ctx: EpisodeContext) -> list[str]:

@@ -155,7 +155,8 @@ def settle_task(ctx: EpisodeContext, spec: dict, *, evidence_ref: str = "",
         return None
     if held is None:
         held = evidence.gather(ctx.run_id, current=ctx.episode, checks=[(spec.get("done_when") or {}).get("type")])
-    result = evidence.check(spec.get("done_when") or {}, evidence=held, task_key=key)
+    result = evidence.check(spec.get("done_when") or {}, evidence=held, task_key=key,
+                            contact_role=spec.get("contact_role"))
     if result.passed:
         done = {"check": spec["done_when"]["type"], "matched": result.matched, "source": result.source,
                 "episode_id": ctx.episode.pk, "evidence_ref": evidence_ref}

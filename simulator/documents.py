@@ -1,8 +1,10 @@
 """Attachment bytes a persona sends: a real, minimal PDF (or PNG) built in code, no files on disk.
 
-A done_when check reads the attachment's metadata (filename, content type,
-size, sha256) and `text` (what an extractor would read); the bytes are real
-so the Studio can open them and a size or hash check sees a true document.
+The scheduler hands the bytes to runs.submissions, which stores them like an
+email's attachment; a done_when check then reads the stored row (size, sha256,
+the type sniffed from the bytes, the filename) and `text` (what an extractor
+would read). A persona declaring a type this module cannot build sends text
+bytes, which no typed check accepts.
 """
 
 from __future__ import annotations

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from connectors import attachments
 from connectors.base import ParsedInbound
 from connectors.models import Channel
 from connectors.webhooks import intake
-from runs import events, worker
+from runs import events, submissions, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
 from simulator.persona_traits import Action
@@ -141,14 +142,17 @@ class SimScheduler:
     def _deliver(self, action: Action, *, number: int, report: SchedulerReport) -> Delivery:
         if action.kind == "stop":
             return self._deliver_stop(action, number=number, report=report)
-        payload = {"channel": action.channel, "text": action.text, "subject": action.subject, "from": action.sender,
-                   "attachments": list(action.attachments), **action.extra}
+        extra = {"subject": action.subject, **action.extra}
         if action.language:
-            payload["language"] = action.language
+            extra["language"] = action.language
         kind = EpisodeKind.CALL_REPORT if action.kind == "call_report" else EpisodeKind.INBOUND
         run = Run.objects.get(pk=self.run_id)
+        # The path the events API takes: files kept as bytes, read back by runs.evidence like an email's.
+        files = [attachments.upload_from_item(item) for item in action.attachments]
         try:
-            episode = events.record_event(run, kind=kind, payload=payload, dedupe_key=f"sim:{number}")
+            episode = submissions.record(run, kind=kind, dedupe_key=f"sim:{number}", sender=action.sender,
+                                         channel=action.channel, text=action.text, files=files, extra=extra,
+                                         strict=False)
         except events.RunEnded:
             return Delivery(action, None, note="the run had ended")
         return Delivery(action, episode.pk if episode else None)

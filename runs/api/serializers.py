@@ -1,5 +1,9 @@
+import base64
+import binascii
+
 from rest_framework import serializers
 
+from connectors.attachments import Upload, max_bytes
 from runs.models import Contact, Episode, Escalation, EscalationStatus, Run, RunStatus, Task
 
 
@@ -53,13 +57,69 @@ class StartRunSerializer(serializers.Serializer):
     external_ref = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-class EventSerializer(serializers.Serializer):
+_NO_BYTES = ("the file's bytes are required: base64 in content_b64, or upload it as multipart `files`; "
+             "a description of a file is not a file")
+
+
+class EventAttachmentSerializer(serializers.Serializer):
+    filename = serializers.CharField(max_length=255, help_text="Checked against the task's filename pattern.")
+    content_type = serializers.CharField(
+        max_length=255, required=False, allow_blank=True, default="",
+        help_text="Optional; the type is read from the bytes, and a declared type they contradict is a 400.")
+    content_b64 = serializers.CharField(
+        allow_blank=True, trim_whitespace=False, error_messages={"required": _NO_BYTES, "null": _NO_BYTES},
+        help_text="The file's bytes, base64-encoded. Required: only stored bytes count as evidence.")
+
+    def validate_content_b64(self, value: str) -> bytes:
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise serializers.ValidationError("not valid base64") from None
+
+    def to_upload(self, data: dict) -> Upload:
+        return Upload(filename=data["filename"], content=data["content_b64"],
+                                  declared_type=data["content_type"])
+
+
+class _EventFields(serializers.Serializer):
     dedupe_key = serializers.CharField(max_length=200, help_text="Sending the same key twice records one event.")
-    kind = serializers.ChoiceField(choices=["event", "inbound"], default="event")
-    channel = serializers.CharField(required=False, allow_blank=True, default="")
+    kind = serializers.ChoiceField(
+        choices=["event", "inbound"], default="event",
+        help_text="`inbound`: a message from a contact (evidence for their tasks); `event`: anything else.")
+    sender = serializers.CharField(
+        max_length=254, required=False, allow_blank=True, default="",
+        help_text="Who sent it: the email address, phone number or Slack user id of one of the run's contacts. "
+                  "Required for `inbound` events and for events with files; anyone else is a 400.")
+    channel = serializers.CharField(max_length=16, required=False, allow_blank=True, default="",
+                                    help_text="email, sms, voice or slack: how the sender's address is read.")
     text = serializers.CharField(required=False, allow_blank=True, default="")
-    attachments = serializers.ListField(child=serializers.DictField(), required=False, default=list)
+
+
+class EventSerializer(_EventFields):
+    """An event as JSON; files as base64 content."""
+
+    attachments = EventAttachmentSerializer(
+        many=True, required=False, default=list,
+        help_text="Files with their bytes. A file without bytes, empty, over the size limit or whose bytes "
+                  "contradict its declared type is a 400.")
     data = serializers.DictField(required=False, default=dict)
+
+    def uploads(self) -> list[Upload]:
+        return [EventAttachmentSerializer().to_upload(item) for item in self.validated_data["attachments"]]
+
+
+class EventUploadSerializer(_EventFields):
+    """An event as multipart/form-data; files uploaded as `files` parts."""
+
+    files = serializers.ListField(child=serializers.FileField(), required=False, default=list,
+                                  help_text="The files, each a multipart part named `files`.")
+
+    def uploads(self) -> list[Upload]:
+        limit = max_bytes()
+        # One byte past the limit is enough to refuse it; the rest is never read into memory.
+        return [Upload(filename=upload.name or "", content=upload.read(limit + 1),
+                                   declared_type=upload.content_type or "")
+                for upload in self.validated_data["files"]]
 
 
 class EpisodeSerializer(serializers.ModelSerializer):

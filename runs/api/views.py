@@ -1,14 +1,14 @@
 """Runs and escalations over HTTP: ids in, one runs.* call, result out. Always scoped to the caller's org."""
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.models import AgentVersion, Deployment, VersionStatus
-from runs import cancellation, escalations, events, starts
+from runs import cancellation, escalations, events, starts, submissions
 from runs.api.serializers import (
     ESCALATION_STATUSES,
     RUN_STATUSES,
@@ -17,6 +17,7 @@ from runs.api.serializers import (
     EpisodeSerializer,
     EscalationSerializer,
     EventSerializer,
+    EventUploadSerializer,
     ResolveSerializer,
     RunSerializer,
     StartRunSerializer,
@@ -96,17 +97,34 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         run = self.get_object()
         return Response([item.as_dict() for item in timeline_for(run)])
 
-    @extend_schema(request=EventSerializer, responses={201: EpisodeSerializer, 200: EpisodeSerializer})
+    @extend_schema(
+        request={"application/json": EventSerializer, "multipart/form-data": EventUploadSerializer},
+        responses={
+            201: EpisodeSerializer, 200: OpenApiResponse(EpisodeSerializer, description="Already recorded (same key)."),
+            400: OpenApiResponse(description="A field is wrong: a sender who is not a run contact, a file without "
+                                             "bytes, empty, too large or not what it claims to be."),
+            409: OpenApiResponse(description="The run has ended."),
+        },
+        description="Feed the run an event. A message from a contact (`kind: inbound`) and any file must name "
+                    "the `sender`, one of the run's contacts. Files count as evidence only as bytes: base64 "
+                    "`attachments[].content_b64` in JSON, or multipart `files`; their type is read from the bytes.",
+    )
     @action(detail=True, methods=["post"])
     def events(self, request: Request, pk: str) -> Response:
         run = self.get_object()
-        body = EventSerializer(data=request.data)
+        multipart = request.content_type.startswith("multipart/")
+        body = (EventUploadSerializer if multipart else EventSerializer)(data=request.data)
         body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
-        dedupe_key = f"api:{data.pop('dedupe_key')}"
-        kind = data.pop("kind")
+        data = body.validated_data
+        dedupe_key = f"api:{data['dedupe_key']}"
         try:
-            episode = events.record_event(run, kind=kind, payload=data, dedupe_key=dedupe_key)
+            episode = submissions.record(
+                run, kind=data["kind"], dedupe_key=dedupe_key, sender=data["sender"], channel=data["channel"],
+                text=data["text"], files=body.uploads(), extra={"data": data.get("data") or {}},
+                files_field="files" if multipart else "attachments",
+            )
+        except submissions.Refused as error:
+            raise exceptions.ValidationError({error.field: [error.message]}) from None
         except events.RunEnded as error:
             raise Conflict(str(error)) from None
         if episode is None:
