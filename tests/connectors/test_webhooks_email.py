@@ -68,7 +68,9 @@ def test_a_reply_to_the_runs_reply_address_becomes_its_episode(client, acme):
     assert attachment["filename"] == "w9-signed.pdf" and "content_b64" not in attachment
     message = InboundMessage.objects.get()
     assert (message.status, message.matched_run_id, message.organization_id) == ("matched", run.pk, acme.pk)
-    assert message.attachments[0]["content_b64"], "the content is kept on the stored message"
+    [stored] = message.files.all()
+    assert (bytes(stored.content), stored.sniffed_type, stored.size) == (PDF, "application/pdf", len(PDF))
+    assert attachment["attachment_id"] == stored.pk and "content_b64" not in message.attachments[0]
     assert episode.dedupe_key == "email:<CAF=vendor-reply-0001@mail.vendor.test>"
     assert queued_run_ids() == [run.pk]
 

@@ -8,18 +8,22 @@ from pathlib import Path
 
 from agents.config.compiler import compile_config
 from agents.config.validation import validate_source
+from connectors import attachments
 from runs import clock, leases
 from runs.context import EpisodeContext
 from runs.llm.base import ChatRequest, ModelReply
 from runs.llm.scripted import ScriptedProvider
 from runs.models import Contact, Episode, Run, Task
+from simulator import documents
 from tests.factories import ContactFactory, EpisodeFactory, RunFactory, TaskFactory, plan_version
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "fixtures" / "agents" / "document-collector.yaml"
 # Tuesday 10:00 in Chicago: inside business hours, outside quiet hours.
 BUSINESS_HOURS = datetime(2025, 3, 4, 16, 0, tzinfo=UTC)
 VENDOR_EMAIL = "dana@whitfield-supplies.example"
-PDF = {"filename": "w9-signed.pdf", "content_type": "application/pdf", "size": 18_223, "sha256": "ab" * 32}
+# A real one-page PDF: evidence counts only stored bytes that are what they claim to be.
+PDF = attachments.Upload(filename="w9-signed.pdf", content=documents.pdf_bytes(title="W-9, signed"),
+                         declared_type="application/pdf")
 
 
 @functools.cache
@@ -50,9 +54,12 @@ def add_episode(run: Run, kind: str, payload: dict | None = None) -> Episode:
     return EpisodeFactory(run=run, kind=kind, payload=payload or {}, due_at=run.virtual_now or clock.now(run))
 
 
-def inbound(run: Run, text: str, *, attachments: list | None = None) -> Episode:
-    payload = {"channel": "email", "from": VENDOR_EMAIL, "subject": "Re: W-9", "text": text,
-               "attachments": attachments or []}
+def inbound(run: Run, text: str, *, files: list[attachments.Upload] | None = None,
+            sender: str = VENDOR_EMAIL) -> Episode:
+    """A reply from `sender` (the vendor by default) whose files are stored as a webhook would store them."""
+    stored = attachments.store_for_run(run.pk, organization_id=run.organization_id, uploads=files or [])
+    payload = {"channel": "email", "from": sender, "subject": "Re: W-9", "text": text,
+               "attachments": [attachments.describe(row) for row in stored]}
     return add_episode(run, "inbound", payload)
 
 

@@ -1,5 +1,6 @@
 """End to end with a real django-q2 cluster (a subprocess) on the test database."""
 
+import base64
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from django.db import connection
 from connectors import identities
 from runs import starts, tasks
 from runs.models import Episode, EpisodeStatus, OutboxMessage
+from simulator import documents
 from tests.factories import OrganizationFactory, draft_version, plan_version
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -143,7 +145,9 @@ def test_a_run_started_through_the_api_survives_a_killed_worker_and_completes_on
     # The vendor's reply with the PDF arrives as an event; the run completes on that evidence.
     reply = client.post(f"/api/v1/runs/{run_id}/events/", {
         "dedupe_key": "mail-1", "kind": "inbound", "channel": "email", "text": "Here it is",
-        "attachments": [{"filename": "w9-signed.pdf", "content_type": "application/pdf"}]}, format="json")
+        "sender": "vendor@example.com", "attachments": [{
+            "filename": "w9-signed.pdf", "content_type": "application/pdf",
+            "content_b64": base64.b64encode(documents.pdf_bytes(title="W-9")).decode()}]}, format="json")
     assert reply.status_code == 201
     assert _wait_for(lambda: Run.objects.get(pk=run_id).status == "completed")
     assert Run.objects.get(pk=run_id).tasks.get().status == "done"

@@ -1,13 +1,21 @@
-"""done_when checks pass on evidence from outside (inbound payloads, human answers), never on a claim."""
+"""done_when checks pass on evidence from outside (inbound payloads, human answers), never on a claim.
+
+The first part checks `evidence.check` on evidence mappings; the second stores
+messages and files the way the webhooks and the events API do and checks what
+`evidence.gather` reads back from PostgreSQL.
+"""
 
 from runs import evidence
 
-PDF = {"filename": "W-9 Acme.pdf", "content_type": "application/pdf", "size": 18_223, "sha256": "ab" * 32}
+PDF = {"attachment_id": 1, "filename": "W-9 Acme.pdf", "content_type": "application/pdf", "size": 18_223,
+       "sha256": "ab" * 32, "stored": True}
 W9 = {"type": "attachment_received", "content_types": ["application/pdf"], "filename_pattern": "(?i)w-?9"}
 
 
-def _reply(text: str = "", *, attachments: list | None = None, kind: str = "reply", fields: dict | None = None):
-    return {"source": "episode:7", "kind": kind, "text": text, "attachments": attachments or [], "fields": fields or {}}
+def _reply(text: str = "", *, attachments: list | None = None, kind: str = "reply", fields: dict | None = None,
+           roles: tuple[str, ...] = ("vendor",)):
+    return {"source": "episode:7", "kind": kind, "text": text, "attachments": attachments or [], "fields": fields or {},
+            "from_roles": list(roles)}
 
 
 def _evidence(*messages: dict, human: list | None = None) -> dict:
@@ -100,3 +108,154 @@ def test_unknown_type_fails_without_raising():
     result = evidence.check({"type": "vibes"}, evidence=_evidence())
     assert not result.passed
     assert "unknown" in result.reason
+
+
+def test_a_strangers_message_satisfies_no_check():
+    stranger = _reply("Paid on 2025-03-04, W-9 attached", attachments=[PDF], roles=())
+    for done_when in (W9, {"type": "reply_matches", "pattern": "(?i)paid"},
+                      {"type": "field_extracted", "field": "payment_date", "pattern": r"\d{4}-\d{2}-\d{2}"}):
+        result = evidence.check(done_when, evidence=_evidence(stranger), contact_role="vendor")
+        assert not result.passed
+        assert "not from the vendor contact" in result.reason
+
+
+def test_only_the_tasks_own_contact_counts_when_the_run_has_several():
+    from_the_buyer = _reply(attachments=[PDF], roles=("buyer",))
+    assert not evidence.check(W9, evidence=_evidence(from_the_buyer), contact_role="vendor").passed
+    assert evidence.check(W9, evidence=_evidence(from_the_buyer), contact_role="buyer").passed
+
+
+def test_an_attachment_counts_only_as_stored_non_empty_hashed_bytes():
+    never_arrived = {**PDF, "stored": False, "size": 0, "sha256": ""}
+    empty = {**PDF, "size": 0}
+    unhashed = {**PDF, "sha256": ""}
+    for attachment, reason in ((never_arrived, "never arrived"), (empty, "empty"), (unhashed, "checksum")):
+        result = evidence.check(W9, evidence=_evidence(_reply(attachments=[attachment])), contact_role="vendor")
+        assert not result.passed
+        assert reason in result.reason
+
+
+def test_a_payload_description_without_a_stored_row_is_not_an_attachment():
+    described = {"filename": "w9.pdf", "content_type": "application/pdf"}
+    result = evidence.check(W9, evidence=_evidence(_reply(attachments=[described])))
+    assert not result.passed
+
+
+# Stored the way the webhooks store them, read back by gather, judged by the real loop -------------------------------
+
+import base64  # noqa: E402
+import hashlib  # noqa: E402
+
+import pytest  # noqa: E402
+
+from connectors import attachments as attachment_store  # noqa: E402
+from connectors import inbound, message_ids  # noqa: E402
+from connectors.base import ParsedInbound  # noqa: E402
+from runs import inbound_routing, loop  # noqa: E402
+from runs.models import Episode, EpisodeStatus, Task  # noqa: E402
+from simulator import documents  # noqa: E402
+from tests.runs import loop_helpers as h  # noqa: E402
+
+REAL_PDF = documents.pdf_bytes(title="W-9, signed")
+
+
+@pytest.fixture
+def _scripted(settings):
+    settings.LUCIA_LLM = "scripted"
+
+
+def _emailed(run, *, sender: str, files: list[dict], provider_id: str = "<reply-1@mail.example>"):
+    """A reply in the run's thread (to its reply-to address), stored and routed as the email webhook does."""
+    item = ParsedInbound(provider_id=provider_id, from_address=sender,
+                         to_address=message_ids.address_for_token(message_ids.reply_token(run.pk)),
+                         subject="Re: W-9", text="Here it is, signed.", attachments=files)
+    message, created = inbound.store(item, channel="email", organization=None)
+    assert created
+    episode = inbound_routing.deliver(message, organization=None)
+    assert episode is not None, "the reply reached the run"
+    return episode
+
+
+def _file(data: bytes | None, *, filename: str = "w9-signed.pdf", url: str = "") -> dict:
+    entry = {"filename": filename, "content_type": "application/pdf"}
+    if data is not None:
+        entry["content_b64"] = base64.b64encode(data).decode()
+    if url:
+        entry["url"] = url
+    return entry
+
+
+def _settle(run, episode) -> Task:
+    loop.run_episode(h.context(run, episode, epoch=h.claim(run)))
+    return Task.objects.get(run=run, key="collect_w9")
+
+
+@pytest.mark.django_db
+def test_the_contacts_emailed_pdf_completes_the_task(_scripted):
+    run = h.make_run()
+    episode = _emailed(run, sender="Dana@Whitfield-Supplies.example", files=[_file(REAL_PDF)])
+
+    task = _settle(run, episode)
+
+    assert task.status == "done"
+    matched = task.done_evidence["matched"]
+    assert matched["sha256"] == hashlib.sha256(REAL_PDF).hexdigest()
+    assert (matched["content_type"], matched["size"]) == ("application/pdf", len(REAL_PDF))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("sender", "files"), [
+    pytest.param("mallory@elsewhere.example", [_file(REAL_PDF)], id="a-strangers-real-pdf"),
+    pytest.param(h.VENDOR_EMAIL, [_file(None)], id="metadata-without-bytes"),
+    pytest.param(h.VENDOR_EMAIL, [_file(None, url="https://files.example/w9.pdf")], id="a-link-only"),
+    pytest.param(h.VENDOR_EMAIL, [_file(documents.png_bytes(), filename="w9.pdf")], id="png-renamed-pdf"),
+    pytest.param(h.VENDOR_EMAIL, [_file(b"I signed it, promise", filename="w9.pdf")], id="text-renamed-pdf"),
+    pytest.param(h.VENDOR_EMAIL, [_file(b"")], id="an-empty-file"),
+])
+def test_forged_or_missing_evidence_leaves_the_task_open(_scripted, sender, files):
+    run = h.make_run()
+    task = _settle(run, _emailed(run, sender=sender, files=files))
+
+    assert task.status == "open"
+    assert task.done_evidence in (None, {})
+
+
+@pytest.mark.django_db
+def test_a_stranger_in_the_thread_does_not_complete_the_task_after_the_contact_has_written():
+    run = h.make_run()
+    first = _emailed(run, sender=h.VENDOR_EMAIL, files=[], provider_id="<vendor@mail.example>")
+    Episode.objects.filter(pk=first.pk).update(status=EpisodeStatus.DONE)
+    episode = _emailed(run, sender="cc-colleague@whitfield-supplies.example", files=[_file(REAL_PDF)],
+                       provider_id="<colleague@mail.example>")
+
+    held = evidence.gather(run.pk, current=episode)
+    assert [m["from_roles"] for m in held["messages"]] == [["vendor"], []]
+    assert not evidence.check(W9, evidence=held, contact_role="vendor").passed
+
+
+@pytest.mark.django_db
+def test_a_payload_naming_another_runs_stored_file_is_not_evidence():
+    other = h.make_run()
+    [theirs] = attachment_store.store_for_run(other.pk, organization_id=other.organization_id, uploads=[h.PDF])
+    run = h.make_run()
+    forged = {"channel": "email", "from": h.VENDOR_EMAIL, "text": "attached",
+              "attachments": [attachment_store.describe(theirs)]}
+    episode = h.add_episode(run, "inbound", forged)
+
+    held = evidence.gather(run.pk, current=episode)
+
+    assert held["messages"][0]["attachments"] == []
+    assert not evidence.check(W9, evidence=held, contact_role="vendor").passed
+
+
+@pytest.mark.django_db
+def test_gather_reads_the_sniffed_type_not_the_declared_one():
+    run = h.make_run()
+    episode = h.inbound(run, "attached", files=[attachment_store.Upload(
+        filename="w9.pdf", content=documents.png_bytes(), declared_type="application/pdf")])
+
+    [message] = evidence.gather(run.pk, current=episode)["messages"]
+
+    assert message["attachments"][0]["content_type"] == "image/png"
+    result = evidence.check(W9, evidence={"messages": [message], "human": []}, contact_role="vendor")
+    assert not result.passed and "image/png" in result.reason

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from connectors.models import SandboxMessage
-from runs import events, policy, worker
+from runs import events, policy, submissions, worker
 from runs.llm.base import ChatRequest, ModelReply, ToolCall
 from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, OutboxStatus, Run, RunStatus
 from tests.runs import loop_helpers as h
@@ -46,10 +46,9 @@ def _at(run: Run, now: datetime) -> Run:
     return Run.objects.get(pk=run.pk)
 
 
-def _reply(run: Run, text: str, *, key: str, attachments: list | None = None) -> None:
-    payload = {"channel": "email", "from": h.VENDOR_EMAIL, "subject": "Re: W-9", "text": text,
-               "attachments": attachments or []}
-    events.record_event(Run.objects.get(pk=run.pk), kind=EpisodeKind.INBOUND, payload=payload, dedupe_key=key)
+def _reply(run: Run, text: str, *, key: str, files: list | None = None) -> None:
+    submissions.record(Run.objects.get(pk=run.pk), kind=EpisodeKind.INBOUND, dedupe_key=key, sender=h.VENDOR_EMAIL,
+                       channel="email", text=text, files=files or [], extra={"subject": "Re: W-9"})
 
 
 def _queued(run: Run, kind: str) -> list[Episode]:
@@ -126,7 +125,7 @@ def test_a_send_over_the_per_day_cap_is_held_until_the_cap_frees_then_sent(monke
 def test_a_run_done_at_night_sends_its_held_thanks_at_the_window_opening_then_completes(monkeypatch):
     script = Script([ASK], [ACK])
     run = _started(monkeypatch, script)
-    _reply(run, "Here it is.", key="reply-pdf", attachments=[h.PDF])
+    _reply(run, "Here it is.", key="reply-pdf", files=[h.PDF])
     run = _at(run, TUESDAY_NIGHT)
 
     assert run.tasks.get().status == "done"

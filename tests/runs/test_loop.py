@@ -46,7 +46,7 @@ def test_start_episode_sends_one_sandbox_email_journaled_as_scripted():
 
 def test_inbound_pdf_marks_the_task_done_on_evidence_and_thanks():
     run = h.make_run()
-    episode = h.inbound(run, "Here it is, signed.", attachments=[h.PDF])
+    episode = h.inbound(run, "Here it is, signed.", files=[h.PDF])
     _run_episode(run, episode)
 
     task = Task.objects.get(run=run, key="collect_w9")
@@ -114,7 +114,7 @@ def test_re_executing_an_episode_replays_the_model_and_adopts_the_send(monkeypat
 
 def test_re_executing_an_inbound_episode_that_completed_a_task_replays_too(monkeypatch):
     run = h.make_run()
-    episode = h.inbound(run, "Signed W-9 attached.", attachments=[h.PDF])
+    episode = h.inbound(run, "Signed W-9 attached.", files=[h.PDF])
     provider = h.CountingProvider()
     h.use_provider(monkeypatch, provider)
     epoch = h.claim(run)

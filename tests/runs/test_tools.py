@@ -131,7 +131,7 @@ def test_mark_task_done_on_a_claim_is_refused_and_the_task_stays_open():
 
 def test_mark_task_done_passes_on_a_received_attachment():
     run = h.make_run()
-    episode = h.inbound(run, "attached", attachments=[h.PDF])
+    episode = h.inbound(run, "attached", files=[h.PDF])
     result, _ = _dispatch(run, episode, "mark_task_done", {"task_key": "collect_w9", "evidence_ref": "w9-signed.pdf"})
 
     assert result == {"ok": True, "task_key": "collect_w9", "status": "done"}
