@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import random
 from datetime import timedelta
@@ -10,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from agents import versions
-from connectors.models import Suppression
+from connectors.models import Attachment, Suppression
 from runs.models import Episode, EpisodeKind, Escalation, OutboxMessage, OutboxStatus, Run, Task
 from simulator import documents, engine, personas, sim_org
 from tests.factories import AgentFactory
@@ -93,15 +92,27 @@ def test_replies_after_business_days_skips_the_weekend():
     assert [int(day) for day in inbound_days(result)] == [7]
 
 
-def test_attachment_carries_real_pdf_bytes_with_matching_size_and_hash():
+def test_attachment_is_stored_as_real_pdf_bytes_with_matching_size_and_hash():
     result = simulate(template_version("document-collector"),
                       case("pdf", {"type": "replies_after", "days": 1, "text": "Here.", "attachment": PDF}))
 
-    attachment = Episode.objects.get(run_id=result.run_id, kind=EpisodeKind.INBOUND).payload["attachments"][0]
-    data = base64.b64decode(attachment["content_b64"])
+    described = Episode.objects.get(run_id=result.run_id, kind=EpisodeKind.INBOUND).payload["attachments"][0]
+    stored = Attachment.objects.get(pk=described["attachment_id"], run_id=result.run_id)
+    data = bytes(stored.content)
     assert data.startswith(b"%PDF-1.4") and data.rstrip().endswith(b"%%EOF")
-    assert attachment["size"] == len(data)
-    assert attachment["sha256"] == hashlib.sha256(data).hexdigest()
+    assert (stored.sniffed_type, stored.size, described["size"]) == ("application/pdf", len(data), len(data))
+    assert stored.sha256 == described["sha256"] == hashlib.sha256(data).hexdigest()
+    assert Task.objects.get(run_id=result.run_id).status == "done"
+
+
+def test_a_persona_sending_a_text_file_named_like_the_w9_leaves_the_task_open():
+    renamed = {"filename": "w9-signed.pdf", "content_type": "text/plain", "text": "signed, trust me"}
+    result = simulate(template_version("document-collector"),
+                      case("renamed", {"type": "replies_after", "days": 1, "text": "Here.", "attachment": renamed}))
+
+    described = Episode.objects.get(run_id=result.run_id, kind=EpisodeKind.INBOUND).payload["attachments"][0]
+    assert Attachment.objects.get(pk=described["attachment_id"]).sniffed_type == "application/octet-stream"
+    assert Task.objects.get(run_id=result.run_id).status == "open"
 
 
 def test_replies_on_followup_answers_the_nth_outreach():
