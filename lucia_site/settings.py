@@ -139,6 +139,7 @@ SPECTACULAR_SETTINGS = {
         "TaskStatusEnum": "runs.models.run.TaskStatus",
         "EpisodeStatusEnum": "runs.models.episode.EpisodeStatus",
         "EscalationStatusEnum": "runs.models.escalation.EscalationStatus",
+        "EventKindEnum": "runs.api.serializers.EVENT_KINDS",
     },
 }
 

@@ -1,6 +1,8 @@
 import base64
 import binascii
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from connectors.attachments import Upload, max_bytes
@@ -81,10 +83,18 @@ class EventAttachmentSerializer(serializers.Serializer):
                                   declared_type=data["content_type"])
 
 
+@extend_schema_field(OpenApiTypes.BINARY)
+class _UploadField(serializers.FileField):
+    """A multipart file part (documented as binary: it is only ever uploaded, never returned)."""
+
+
+EVENT_KINDS = ["event", "inbound"]
+
+
 class _EventFields(serializers.Serializer):
     dedupe_key = serializers.CharField(max_length=200, help_text="Sending the same key twice records one event.")
     kind = serializers.ChoiceField(
-        choices=["event", "inbound"], default="event",
+        choices=EVENT_KINDS, default="event",
         help_text="`inbound`: a message from a contact (evidence for their tasks); `event`: anything else.")
     sender = serializers.CharField(
         max_length=254, required=False, allow_blank=True, default="",
@@ -111,7 +121,7 @@ class EventSerializer(_EventFields):
 class EventUploadSerializer(_EventFields):
     """An event as multipart/form-data; files uploaded as `files` parts."""
 
-    files = serializers.ListField(child=serializers.FileField(), required=False, default=list,
+    files = serializers.ListField(child=_UploadField(), required=False, default=list,
                                   help_text="The files, each a multipart part named `files`.")
 
     def uploads(self) -> list[Upload]:

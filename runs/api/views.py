@@ -1,6 +1,7 @@
 """Runs and escalations over HTTP: ids in, one runs.* call, result out. Always scoped to the caller's org."""
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
@@ -101,9 +102,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         request={"application/json": EventSerializer, "multipart/form-data": EventUploadSerializer},
         responses={
             201: EpisodeSerializer, 200: OpenApiResponse(EpisodeSerializer, description="Already recorded (same key)."),
-            400: OpenApiResponse(description="A field is wrong: a sender who is not a run contact, a file without "
+            400: OpenApiResponse(OpenApiTypes.OBJECT, description="A field is wrong: a sender who is not a run contact, a file without "
                                              "bytes, empty, too large or not what it claims to be."),
-            409: OpenApiResponse(description="The run has ended."),
+            409: OpenApiResponse(OpenApiTypes.OBJECT, description="The run has ended."),
         },
         description="Feed the run an event. A message from a contact (`kind: inbound`) and any file must name "
                     "the `sender`, one of the run's contacts. Files count as evidence only as bytes: base64 "
