@@ -102,8 +102,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         request={"application/json": EventSerializer, "multipart/form-data": EventUploadSerializer},
         responses={
             201: EpisodeSerializer, 200: OpenApiResponse(EpisodeSerializer, description="Already recorded (same key)."),
-            400: OpenApiResponse(OpenApiTypes.OBJECT, description="A field is wrong: a sender who is not a run contact, a file without "
-                                             "bytes, empty, too large or not what it claims to be."),
+            400: OpenApiResponse(OpenApiTypes.OBJECT, description=(
+                "A field is wrong: a sender who is not a run contact, a file without bytes, empty, too large "
+                "or not what it claims to be.")),
             409: OpenApiResponse(OpenApiTypes.OBJECT, description="The run has ended."),
         },
         description="Feed the run an event. A message from a contact (`kind: inbound`) and any file must name "
