@@ -82,7 +82,7 @@ def store_for_message(message: InboundMessage, items: Iterable[dict[str, Any]]) 
     return Attachment.objects.bulk_create(rows)
 
 
-def store_for_run(run_id: int, *, organization_id: int, uploads: Sequence[Upload]) -> list[Attachment]:
+def store_for_run(run_id: int, *, organization_id: int | None, uploads: Sequence[Upload]) -> list[Attachment]:
     """Keep files given for a run directly (the events API, a simulated reply)."""
     rows = [_row(upload, organization_id=organization_id, run_id=run_id) for upload in uploads]
     return Attachment.objects.bulk_create(rows)

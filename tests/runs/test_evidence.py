@@ -152,7 +152,7 @@ from connectors import attachments as attachment_store  # noqa: E402
 from connectors import inbound, message_ids  # noqa: E402
 from connectors.base import ParsedInbound  # noqa: E402
 from runs import inbound_routing, loop  # noqa: E402
-from runs.models import Episode, EpisodeStatus, Task  # noqa: E402
+from runs.models import Episode, EpisodeStatus, OutboxMessage, Task  # noqa: E402
 from simulator import documents  # noqa: E402
 from tests.runs import loop_helpers as h  # noqa: E402
 
@@ -218,6 +218,9 @@ def test_forged_or_missing_evidence_leaves_the_task_open(_scripted, sender, file
 
     assert task.status == "open"
     assert task.done_evidence in (None, {})
+    # The model's side agrees: nobody is thanked for a document that did not arrive.
+    bodies = [m.payload.get("body") or "" for m in OutboxMessage.objects.filter(run=run)]
+    assert not any("received your W-9" in body for body in bodies)
 
 
 @pytest.mark.django_db
