@@ -75,8 +75,9 @@ def _event(ctx: EpisodeContext) -> dict:
             channel=payload.get("channel") or ("voice" if episode.kind == EpisodeKind.CALL_REPORT else ""),
             text=(payload.get("text") or payload.get("transcript") or "")[:EVENT_TEXT_CHARS],
             subject=payload.get("subject", ""),
-            attachments=[{"filename": a.get("filename", ""), "content_type": a.get("content_type", "")}
-                         for a in payload.get("attachments") or []],
+            # received: False for a link whose bytes never arrived (Slack, MMS): it cannot prove a task.
+            attachments=[{"filename": a.get("filename", ""), "content_type": a.get("content_type", ""),
+                          "received": bool(a.get("stored"))} for a in payload.get("attachments") or []],
             contact_role=_role_of_sender(ctx, payload.get("from", ""), channel=payload.get("channel") or ""),
         )
     elif episode.kind == EpisodeKind.HUMAN_ANSWER:

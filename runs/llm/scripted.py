@@ -10,7 +10,7 @@ The metadata it reads (all keys optional unless marked):
 
     now               ISO datetime, the run's clock for the episode (dates in "out until the 14th")
     event (required)  {kind: start|followup|inbound|human_answer|call_report|event,
-                       channel, text, subject, attachments: [{filename, content_type}],
+                       channel, text, subject, attachments: [{filename, content_type, received}],
                        step: ladder step of a start/followup (0 = first message; null = an answer
                              deadline with nothing to send),
                        final: true on the last ladder step,

@@ -155,6 +155,8 @@ def may_prove(done_when: dict, *, kind: str, text: str, attachments: list[dict],
 
 
 def _attachment_fits(attachment: dict, done_when: dict) -> bool:
+    if attachment.get("received") is False:
+        return False
     content_type = (attachment.get("content_type") or "").split(";")[0].strip().lower()
     wanted = done_when.get("content_types") or []
     type_ok = not wanted or any(content_type == w or (w.endswith("/*") and content_type.startswith(w[:-1]))
