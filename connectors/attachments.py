@@ -88,6 +88,12 @@ def store_for_run(run_id: int, *, organization_id: int | None, uploads: Sequence
     return Attachment.objects.bulk_create(rows)
 
 
+def follow_message(message: InboundMessage) -> int:
+    """Give the message's files its organization, once routing has found it; returns rows changed."""
+    return Attachment.objects.filter(inbound_message=message).exclude(
+        organization_id=message.organization_id).update(organization_id=message.organization_id)
+
+
 def metadata(items: Iterable[Any]) -> list[dict[str, Any]]:
     """A parsed attachment list without its content, for InboundMessage.attachments (bytes live in Attachment)."""
     return [{k: v for k, v in item.items() if k != "content_b64"} for item in items if isinstance(item, dict)]

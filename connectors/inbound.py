@@ -77,6 +77,7 @@ def _update(message: InboundMessage, *, status: str, matched_run_id: int | None,
     message.matched_run_id = matched_run_id
     message.organization_id = organization_id
     message.save(update_fields=["status", "matched_run_id", "organization"])
+    attachments.follow_message(message)
 
 
 def without_nul(value: Any) -> Any:

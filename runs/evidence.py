@@ -221,7 +221,7 @@ def _message(pk: int, kind: str, payload: dict | None, *, contacts: list[dict], 
         "kind": _MESSAGE_KINDS[kind],
         "text": payload.get("text") or payload.get("transcript") or "",
         # Only rows stored for this run; a payload entry without one (a description) is not a file.
-        "attachments": [files[pk] for pk in named if pk in files],
+        "attachments": [files[file_id] for file_id in named if file_id in files],
         "fields": payload.get("fields") or {},
         "from": sender,
         "from_roles": senders.roles_of(contacts, sender=sender, channel=channel),

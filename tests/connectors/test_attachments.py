@@ -9,6 +9,7 @@ from connectors import attachments, inbound
 from connectors.base import ParsedInbound
 from connectors.models import Attachment
 from simulator import documents
+from tests.factories import OrganizationFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -72,3 +73,14 @@ def test_for_run_reads_only_the_runs_own_files():
     [theirs] = attachments.store_for_run(2, organization_id=None, uploads=[attachments.Upload("w9.pdf", PDF)])
 
     assert [row.pk for row in attachments.for_run(1, [mine.pk, theirs.pk, "7"])] == [mine.pk]
+
+
+def test_files_follow_their_message_to_the_organization_routing_found():
+    organization = OrganizationFactory()
+    [row] = _stored({"filename": "w9.pdf", "content_b64": base64.b64encode(PDF).decode()})
+    assert row.organization_id is None
+
+    inbound.mark_unmatched(row.inbound_message, organization_id=organization.pk)
+
+    row.refresh_from_db()
+    assert row.organization_id == organization.pk
