@@ -1,5 +1,7 @@
 """Runs and escalations over HTTP: ids in, one runs.* call, result out. Always scoped to the caller's org."""
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -115,7 +117,13 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def events(self, request: Request, pk: str) -> Response:
         run = self.get_object()
         multipart = request.content_type.startswith("multipart/")
-        body = (EventUploadSerializer if multipart else EventSerializer)(data=request.data)
+        try:
+            sent = request.data
+        except RequestDataTooBig:
+            raise exceptions.ValidationError({"attachments": [
+                f"the request body is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes; "
+                "upload large files as multipart `files`"]}) from None
+        body = (EventUploadSerializer if multipart else EventSerializer)(data=sent)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         dedupe_key = f"api:{data['dedupe_key']}"

@@ -112,6 +112,16 @@ def test_bad_base64_and_oversized_files_are_400s(settings):
     assert _nothing_stored(run)
 
 
+def test_a_json_body_over_the_upload_limit_is_a_400_pointing_to_multipart(settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    run = h.make_run()
+    response = _post(run, files=[{"filename": "w9.pdf", "content_b64": _b64(REAL_PDF + b" " * 1000)}])
+
+    assert response.status_code == 400
+    assert "multipart" in response.json()["attachments"][0]
+    assert _nothing_stored(run)
+
+
 def test_a_sender_who_is_not_a_run_contact_is_a_400_and_stores_nothing():
     run = h.make_run()
     response = _post(run, sender="mallory@elsewhere.example",
