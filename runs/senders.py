@@ -10,6 +10,7 @@ is shown to people but proves nothing about a task.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from email.utils import parseaddr
 from typing import Any
 
 from connectors import suppressions
@@ -34,6 +35,9 @@ def channel_of(sender: str, *, channel: str = "") -> str:
 def roles_of(contacts: Iterable[Any], *, sender: str, channel: str = "") -> list[str]:
     """The roles of the contacts (Contact rows or dicts) the sender is; [] for a stranger or no sender."""
     kind = channel_of(sender, channel=channel)
+    if kind == Channel.EMAIL:
+        # "Dana Whitfield <dana@…>" names the same mailbox as its address.
+        sender = parseaddr(sender)[1] or sender
     wanted = suppressions.normalize_address(kind, sender)
     if not wanted:
         return []
