@@ -7,3 +7,6 @@ class LuciaSiteConfig(AppConfig):
 
     def ready(self) -> None:
         from lucia_site import checks  # noqa: F401  (registers the system checks)
+
+        # Connects the receivers of anymail's inbound/tracking signals (the /hooks/email/ views send them).
+        from lucia_site.webhooks import email_signals  # noqa: F401

@@ -20,7 +20,7 @@ from datetime import datetime
 
 from connectors.base import ParsedInbound
 from connectors.models import Channel
-from connectors.webhooks import intake
+from lucia_site.webhooks import intake
 from runs import events, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES

@@ -3,8 +3,8 @@ import pytest
 from connectors.models import InboundMessage
 from runs.models import Episode
 from tests.connectors.conftest import BOT_TOKEN, SIGNING_SECRET, load_payload
-from tests.connectors.webhook_support import identity, inbound_episodes, post_slack, run_with_contact, sent
 from tests.factories import OrganizationFactory
+from tests.lucia_site.webhooks.support import identity, inbound_episodes, post_slack, run_with_contact, sent
 from tests.runs.fakes import queued_run_ids
 
 pytestmark = pytest.mark.django_db

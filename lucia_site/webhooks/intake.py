@@ -17,7 +17,7 @@ from agents.models import Organization
 from connectors import delivery, inbound, suppressions
 from connectors.base import ParsedInbound
 from connectors.models import Channel, InboundMessage, SuppressionReason
-from connectors.webhooks import recipients
+from lucia_site.webhooks import recipients
 from runs import inbound_routing
 
 log = logging.getLogger(__name__)

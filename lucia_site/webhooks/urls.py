@@ -3,11 +3,11 @@
 from anymail import urls as anymail_urls
 from django.urls import include, path
 
-from connectors.webhooks import views
+from lucia_site.webhooks import views
 
 # Only Mailgun's two views from anymail: the other providers' views would accept unsigned posts
 # (anymail only warns when their basic auth is unset). They verify Mailgun's signature themselves
-# (400 on a bad one) and hand events to connectors.webhooks.email_signals.
+# (400 on a bad one) and hand events to lucia_site.webhooks.email_signals.
 MAILGUN_VIEWS = ("mailgun_inbound_webhook", "mailgun_tracking_webhook")
 anymail_patterns = [pattern for pattern in anymail_urls.urlpatterns if pattern.name in MAILGUN_VIEWS]
 

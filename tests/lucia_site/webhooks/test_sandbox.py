@@ -5,8 +5,8 @@ import pytest
 from connectors import message_ids, suppressions
 from connectors.models import InboundMessage
 from connectors.sandbox import SIGNATURE_HEADER, sign_body
-from tests.connectors.webhook_support import identity, inbound_episodes, run_with_contact
 from tests.factories import OrganizationFactory
+from tests.lucia_site.webhooks.support import identity, inbound_episodes, run_with_contact
 
 pytestmark = pytest.mark.django_db
 

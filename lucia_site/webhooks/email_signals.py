@@ -14,7 +14,7 @@ from anymail.signals import inbound, tracking
 from django.dispatch import receiver
 
 from connectors import email
-from connectors.webhooks import intake
+from lucia_site.webhooks import intake
 
 log = logging.getLogger(__name__)
 ESP_NAME = "Mailgun"

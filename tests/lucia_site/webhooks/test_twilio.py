@@ -8,8 +8,8 @@ from connectors import suppressions
 from connectors.models import DeliveryEvent, InboundMessage, Suppression
 from runs.models import Episode, OutboxMessage
 from tests.connectors.conftest import ACCOUNT_SID, AUTH_TOKEN, OUR_NUMBER, load_payload
-from tests.connectors.webhook_support import identity, inbound_episodes, post_twilio, run_with_contact, sent
 from tests.factories import OrganizationFactory
+from tests.lucia_site.webhooks.support import identity, inbound_episodes, post_twilio, run_with_contact, sent
 from tests.runs.fakes import queued_run_ids
 
 pytestmark = pytest.mark.django_db

@@ -24,7 +24,7 @@ from django.views.decorators.http import require_POST
 
 from connectors import registry
 from connectors.models import Channel, Identity
-from connectors.webhooks import intake, recipients
+from lucia_site.webhooks import intake, recipients
 
 TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response>{}</Response>'
 

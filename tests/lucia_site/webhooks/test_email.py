@@ -8,8 +8,8 @@ from connectors import message_ids, suppressions
 from connectors.models import DeliveryEvent, InboundMessage, Suppression
 from runs.models import Episode, Escalation, Run
 from tests.connectors.conftest import MAIL_DOMAIN, MAILGUN_SIGNING_KEY, load_payload
-from tests.connectors.webhook_support import identity, inbound_episodes, mailgun_signature, run_with_contact, sent
 from tests.factories import OrganizationFactory
+from tests.lucia_site.webhooks.support import identity, inbound_episodes, mailgun_signature, run_with_contact, sent
 from tests.runs.fakes import queued_run_ids
 
 pytestmark = pytest.mark.django_db
