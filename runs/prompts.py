@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from connectors import addresses
 from runs import journal
 from runs.context import EpisodeContext
 from runs.models import Episode, EpisodeKind, Escalation, JournalEntry, JournalKind, Task
@@ -137,12 +138,10 @@ def _contacts(ctx: EpisodeContext) -> list[dict]:
 
 
 def _role_of_sender(ctx: EpisodeContext, sender: str) -> str:
-    address = sender.strip().lower()
-    digits = "".join(ch for ch in address if ch.isdigit())
     for contact in ctx.contacts:
-        if address and address in (contact.email.lower(), contact.slack_user.lower()):
+        if addresses.same("email", sender, contact.email) or addresses.same("sms", sender, contact.phone):
             return contact.role
-        if digits and digits == "".join(ch for ch in contact.phone if ch.isdigit()):
+        if sender.strip() and sender.strip().lower() == contact.slack_user.strip().lower():
             return contact.role
     return ""
 

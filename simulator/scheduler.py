@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from connectors import addresses
 from connectors.base import ParsedInbound
 from connectors.models import Channel
 from lucia_site.webhooks import intake
@@ -168,4 +169,4 @@ def episodes_run(run_id: int) -> int:
 
 
 def _digits(phone: str) -> str:
-    return "+" + "".join(ch for ch in phone if ch.isdigit())
+    return addresses.normalize_phone(phone)

@@ -1,21 +1,21 @@
-"""Webhook URLs, mounted at /hooks/ (DESIGN §7). Twilio signs LUCIA_PUBLIC_URL + these paths."""
+"""Webhook URLs, mounted at /hooks/ (DESIGN §7). Twilio signs LUCIA_PUBLIC_URL + these paths.
 
-from anymail import urls as anymail_urls
-from django.urls import include, path
+The Mailgun paths are the ones anymail used (`mailgun/inbound/`, `mailgun/inbound_mime/`,
+`mailgun/tracking/`), so provider configuration keeps working; the views are Lucia's, on the
+webhook pipeline. No other ESP's view is mounted. The sandbox route answers only with DEBUG
+on or LUCIA_SANDBOX_WEBHOOK set (views.Sandbox).
+"""
+
+from django.urls import path, re_path
 
 from lucia_site.webhooks import views
 
-# Only Mailgun's two views from anymail: the other providers' views would accept unsigned posts
-# (anymail only warns when their basic auth is unset). They verify Mailgun's signature themselves
-# (400 on a bad one) and hand events to lucia_site.webhooks.email_signals.
-MAILGUN_VIEWS = ("mailgun_inbound_webhook", "mailgun_tracking_webhook")
-anymail_patterns = [pattern for pattern in anymail_urls.urlpatterns if pattern.name in MAILGUN_VIEWS]
-
 urlpatterns = [
-    path("email/", include((anymail_patterns, "anymail"))),
-    path("twilio/sms/", views.twilio_sms, name="hooks-twilio-sms"),
-    path("twilio/status/", views.twilio_status, name="hooks-twilio-status"),
-    path("twilio/voice/", views.twilio_voice, name="hooks-twilio-voice"),
-    path("slack/events/", views.slack_events, name="hooks-slack-events"),
-    path("sandbox/", views.sandbox, name="hooks-sandbox"),
+    re_path(r"^email/mailgun/inbound(?:_mime)?/$", views.MailgunInbound.as_view(), name="hooks-mailgun-inbound"),
+    path("email/mailgun/tracking/", views.MailgunTracking.as_view(), name="hooks-mailgun-tracking"),
+    path("twilio/sms/", views.TwilioSms.as_view(), name="hooks-twilio-sms"),
+    path("twilio/status/", views.TwilioStatus.as_view(), name="hooks-twilio-status"),
+    path("twilio/voice/", views.TwilioVoice.as_view(), name="hooks-twilio-voice"),
+    path("slack/events/", views.SlackEvents.as_view(), name="hooks-slack-events"),
+    path("sandbox/", views.Sandbox.as_view(), name="hooks-sandbox"),
 ]
