@@ -74,7 +74,8 @@ def format_problem(channel: str, address: str) -> str | None:
     """Why `address` is not a well-formed address on `channel`, or None when it is."""
     if channel == "email" and not is_email(address):
         return f"{address!r} is not an email address"
-    if channel in PHONE_CHANNELS and not is_e164(address):
+    # Spaces, dots, dashes and brackets are presentation; the plus and the country code are not.
+    if channel in PHONE_CHANNELS and not is_e164(re.sub(r"[\s().-]", "", address)):
         return f"{address!r} is not an E.164 number like +14155550123"
     if channel == "slack" and not SLACK_TEAM.fullmatch(address):
         return f"{address!r} is not a Slack team id like T0123ABCD"

@@ -47,7 +47,7 @@ def check_identity(
     if channel not in Channel.values:
         raise IdentityRefused("channel", f"{channel!r} is not a channel")
     normalized = addresses.normalize(channel, address)
-    problem = addresses.format_problem(channel, normalized or address.strip())
+    problem = addresses.format_problem(channel, address.strip())
     if problem:
         raise IdentityRefused("address", problem)
     if channel == Channel.EMAIL and addresses.on_domain(normalized, settings.LUCIA_INBOUND_DOMAIN):

@@ -138,3 +138,21 @@ def test_runner_key_reads_identities_but_cannot_change_them(org):
 
 def test_request_without_a_key_is_401():
     assert APIClient().get(URL).status_code == 401
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"channel": "sms", "address": "555-0100"}, "address"),
+    ({"channel": "slack", "address": "my-workspace"}, "address"),
+    ({"channel": "email", "address": "reply+1-x@in.lucia.test"}, "address"),
+    ({"channel": "sms", "address": "+15550001111", "sandbox": True}, "sandbox"),
+])
+def test_bad_unavailable_or_sandbox_addresses_are_400_naming_the_field(builder, settings, body, field):
+    settings.LUCIA_INBOUND_DOMAIN = "in.lucia.test"
+    response = builder.post(URL, body, format="json")
+    assert response.status_code == 400 and field in response.json()
+    assert not Identity.objects.exists()
+
+
+def test_an_address_is_stored_in_normal_form(builder):
+    response = builder.post(URL, {"channel": "sms", "address": "+1 (415) 555-0100"}, format="json")
+    assert response.status_code == 201 and response.json()["address"] == "+14155550100"
