@@ -192,5 +192,34 @@ def test_mail_to_a_mailbox_on_the_same_domain_is_not_given_to_its_owner(client, 
     assert not Escalation.objects.exists()
 
 
+def test_an_identitys_own_signing_key_reports_only_on_its_organizations_sends(client, acme):
+    """An organization with its own Mailgun account signs with its own key; that key cannot act for another."""
+    globex = OrganizationFactory(name="Globex")
+    identity(globex, "email", "ap@globex.test", api_key="key-globex", webhook_signing_key="globex-own-key")
+    ours = run_with_contact(acme, email=DANA)
+    sent(ours, channel="email", idem_key=KEY)
+    stamp = str(int(time.time()))
+
+    def tracking(*, sender: str, key: str, idem_key: str, token: str):
+        payload = load_payload("mailgun/tracking_complained.json", timestamp=stamp, token=token, idem_key=idem_key,
+                               message_key=idem_key[:32], run_token="x",
+                               signature=mailgun_signature(timestamp=stamp, token=token, key=key))
+        payload["event-data"]["envelope"]["sender"] = sender
+        return client.post(TRACKING, data=json.dumps(payload), content_type="application/json")
+
+    # Globex's key on Acme's send: verified, but Acme's send is not Globex's to report on.
+    forged = tracking(sender="ap@globex.test", key="globex-own-key", idem_key=KEY, token="f" * 50)
+    assert forged.status_code == 200
+    assert not DeliveryEvent.objects.exists() and not Suppression.objects.exists()
+
+    # Globex's key on Globex's own send: recorded and suppressed for Globex.
+    theirs = run_with_contact(globex, email=DANA)
+    sent(theirs, channel="email", idem_key="9d" * 32)
+    own = tracking(sender="ap@globex.test", key="globex-own-key", idem_key="9d" * 32, token="g" * 50)
+    assert own.status_code == 200
+    assert suppressions.is_suppressed(globex, channel="email", address=DANA)
+    assert not suppressions.is_suppressed(acme, channel="email", address=DANA)
+
+
 def test_other_providers_anymail_views_are_not_mounted(client):
     assert client.post("/hooks/email/postmark/tracking/", data="{}", content_type="application/json").status_code == 404

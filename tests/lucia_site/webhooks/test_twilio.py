@@ -190,6 +190,19 @@ def test_a_status_callback_records_delivery_and_an_opted_out_error_suppresses(cl
     assert not inbound_episodes(run)
 
 
+def test_another_organizations_number_cannot_report_on_our_send(client, acme, globex):
+    """Globex's own Twilio credentials sign a status naming Acme's send key: nothing is recorded or suppressed."""
+    run = run_with_contact(acme, phone=DANA)
+    sent(run, channel="sms", idem_key=KEY)
+    forged = {**load_payload("twilio/sms_status_failed_opted_out.json"), "From": OTHER_NUMBER}
+
+    response = post_twilio(client, f"/hooks/twilio/status/?k={KEY}", forged, token="globex-token")
+
+    assert response.status_code == 200  # signed by Globex, so not a forgery of Twilio; it just acts on nothing
+    assert not DeliveryEvent.objects.exists() and not Suppression.objects.exists()
+    assert OutboxMessage.objects.get(idem_key=KEY).error == ""
+
+
 def test_a_delivered_status_is_recorded_without_suppressing(client, acme):
     run = run_with_contact(acme, phone=DANA)
     sent(run, channel="sms", idem_key=KEY)
