@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -127,9 +128,10 @@ class EmailConnector(Connector):
             signed_at = float(fields.timestamp)
         except ValueError:
             signed_at = None
-        # NaN and infinities parse as floats but are no time at all.
-        return SignatureStamp(signed_at=signed_at if signed_at is not None and signed_at == signed_at
-                              and abs(signed_at) != float("inf") else None, nonce=fields.token or None)
+        # "nan" and "inf" parse as floats but are no time at all.
+        if signed_at is not None and not math.isfinite(signed_at):
+            signed_at = None
+        return SignatureStamp(signed_at=signed_at, nonce=fields.token or None)
 
     def parse_inbound(self, request: HttpRequest) -> list[ParsedInbound]:
         """The items of a verified post; raises ValueError when the body is not a Mailgun event."""

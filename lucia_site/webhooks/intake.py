@@ -4,6 +4,8 @@ Each item is handled in one transaction: the InboundMessage, the Episode and
 the advance_run queue row commit together, so a crash leaves the provider's
 retry to redo it all, and a repeated delivery finds the stored row and stops.
 Only STOP/START/HELP keywords are acted on; every other text is payload.
+Callers: the webhook views, after lucia_site.webhooks.pipeline verified the
+request, and the simulator's scheduler (same doors, no provider network).
 """
 
 from __future__ import annotations

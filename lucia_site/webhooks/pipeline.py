@@ -69,7 +69,7 @@ class WebhookView(View):
     provider = ""
     signs_time = False
 
-    def post(self, request: HttpRequest) -> HttpResponse:
+    def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
         _ = request.body  # the raw body, cached before anything parses the stream
         now = timezone.now()
         try:

@@ -126,10 +126,10 @@ class Sandbox(WebhookView):
 
     provider = "sandbox"
 
-    def post(self, request: HttpRequest) -> HttpResponse:
+    def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
         if not (settings.DEBUG or settings.LUCIA_SANDBOX_WEBHOOK):
             raise Http404("no sandbox webhook here")
-        return super().post(request)
+        return super().post(request, *args, **kwargs)
 
     def verify(self, request: HttpRequest) -> Verified:
         payload = _json(request)
