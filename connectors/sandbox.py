@@ -1,8 +1,9 @@
 """Sandbox connector: stores what would have been sent, delivers nothing.
 
-The simulator reads SandboxMessage rows and answers as personas through
-runs.events; it posts inbound messages signed with `sign_body`, so the same
-webhook path as real providers applies.
+The simulator reads SandboxMessage rows and answers as personas through the
+webhook intake (the same doors as providers, without their network). Tests
+post inbound messages signed with `sign_body` to /hooks/sandbox/, which exists
+only with DEBUG on or LUCIA_SANDBOX_WEBHOOK set.
 """
 
 from __future__ import annotations
