@@ -56,6 +56,23 @@ class IdentityForm(forms.ModelForm):
     def clean_secrets(self) -> dict[str, str]:
         return parse_secret_lines(self.cleaned_data.get("secrets") or "")
 
+    def clean(self) -> dict:
+        data = super().clean()
+        identity = self.instance if self.instance.pk else None
+        organization = data.get("organization") or getattr(identity, "organization", None)
+        if organization is None or "channel" not in data or "address" not in data:
+            return data
+        if identity is not None and not (
+                (data.get("sandbox") and not identity.sandbox) or (data.get("active") and not identity.active)):
+            return data
+        try:
+            data["address"] = identities.check_identity(
+                organization, channel=data["channel"], address=data["address"], sandbox=data.get("sandbox", False),
+                active=data.get("active", True), excluding=identity)
+        except identities.IdentityRefused as refused:
+            self.add_error(refused.field if refused.field in self.fields else None, refused.message)
+        return data
+
 
 @admin.register(Identity)
 class IdentityAdmin(SuperuserDeleteMixin, admin.ModelAdmin):

@@ -20,7 +20,6 @@ from connectors import identities
 from connectors.models import Identity
 
 SECRET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
-ADDRESS_TAKEN = "An active identity already uses this channel and address."
 
 
 class IdentitySerializer(serializers.ModelSerializer):
@@ -66,20 +65,21 @@ class IdentitySerializer(serializers.ModelSerializer):
             ]
             if moved:
                 raise serializers.ValidationError({name: "Cannot change; create a new identity." for name in moved})
-        channel = attrs.get("channel", getattr(identity, "channel", None))
-        address = attrs.get("address", getattr(identity, "address", None))
-        active = attrs.get("active", getattr(identity, "active", True))
-        if active and _address_taken(channel, address, excluding=identity):
-            raise serializers.ValidationError({"address": ADDRESS_TAKEN})
+        if identity is None or attrs.get("sandbox") or (attrs.get("active") and not identity.active):
+            try:
+                normalized = identities.check_identity(
+                    self.context["request"].organization,
+                    channel=attrs.get("channel", getattr(identity, "channel", "")),
+                    address=attrs.get("address", getattr(identity, "address", "")),
+                    sandbox=attrs.get("sandbox", getattr(identity, "sandbox", False)),
+                    active=attrs.get("active", getattr(identity, "active", True)),
+                    excluding=identity,
+                )
+            except identities.IdentityRefused as refused:
+                raise serializers.ValidationError({refused.field: refused.message}) from None
+            if identity is None:
+                attrs["address"] = normalized
         return attrs
-
-
-def _address_taken(channel: str, address: str, *, excluding: Identity | None) -> bool:
-    # Addresses are unique across organizations: inbound mail and SMS are routed by address alone.
-    taken = Identity.objects.filter(channel=channel, address=address, active=True)
-    if excluding is not None:
-        taken = taken.exclude(pk=excluding.pk)
-    return taken.exists()
 
 
 class CanManageIdentities(IsBuilderOrReadOnly):
@@ -133,7 +133,9 @@ def _address_guard() -> Iterator[None]:
         with transaction.atomic():
             yield
     except IntegrityError:
-        raise serializers.ValidationError({"address": ADDRESS_TAKEN}) from None
+        raise serializers.ValidationError({"address": identities.UNAVAILABLE}) from None
+    except identities.IdentityRefused as refused:
+        raise serializers.ValidationError({refused.field: refused.message}) from None
 
 
 def register(router: BaseRouter) -> None:

@@ -19,7 +19,7 @@ from connectors.errors import ConnectorError
 from connectors.models import DeliveryEvent, Identity
 
 __all__ = [
-    "Connector", "ConnectorError", "LookupResult", "OutboundMessage", "ParsedInbound", "SendResult",
+    "Connector", "ConnectorError", "LookupResult", "OutboundMessage", "ParsedInbound", "SendResult", "SignatureStamp",
     "INBOUND_KINDS", "body_hash", "callback_url", "public_url_of", "recorded_delivery",
 ]
 
@@ -90,6 +90,19 @@ class ParsedInbound:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class SignatureStamp:
+    """What a verified request's signature covers besides the body, for the freshness and replay checks.
+
+    `signed_at`: the provider's signing time (Unix seconds), None when it signs no time (Twilio).
+    `nonce`: a value the provider never signs twice (Mailgun's token, a signature over a timestamp);
+    None when the request carries none.
+    """
+
+    signed_at: float | None = None
+    nonce: str | None = None
+
+
 class Connector(ABC):
     """Base class. Subclasses set `channel` and implement the four methods."""
 
@@ -114,6 +127,10 @@ class Connector(ABC):
     @abstractmethod
     def parse_inbound(self, request: HttpRequest) -> list[ParsedInbound]:
         """The items of a verified webhook request; [] when there is nothing for Lucia in it."""
+
+    def signature_stamp(self, request: HttpRequest) -> SignatureStamp:
+        """The signing time and one-time value of a request verify_request accepted."""
+        return SignatureStamp()
 
     def require_secret(self, name: str) -> str:
         value = self.secrets.get(name)

@@ -6,6 +6,11 @@ echoed in every tracking event and in the Events API). Lookup first reads
 recorded tracking events, then asks the Events API. Secrets: `api_key`,
 optional `sender_domain` (default: the identity's domain), `api_url`,
 `webhook_signing_key` (default: ANYMAIL MAILGUN_WEBHOOK_SIGNING_KEY).
+
+Mailgun signs only timestamp + token, not the body: verify_request checks
+that HMAC (and anymail's basic auth when configured); the webhook pipeline
+refuses stale timestamps and reused tokens, which is what binds a body to
+one signature.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import formataddr
 from typing import Any
@@ -25,10 +32,19 @@ from anymail.webhooks.mailgun import MailgunInboundWebhookView, MailgunTrackingW
 from django.conf import settings
 from django.core.mail import get_connection
 from django.http import HttpRequest
+from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
 
 from connectors import message_ids
-from connectors.base import Connector, LookupResult, OutboundMessage, ParsedInbound, SendResult, recorded_delivery
+from connectors.base import (
+    Connector,
+    LookupResult,
+    OutboundMessage,
+    ParsedInbound,
+    SendResult,
+    SignatureStamp,
+    recorded_delivery,
+)
 from connectors.errors import ConnectorError
 from connectors.models import Channel
 
@@ -38,8 +54,9 @@ KEY_HEADER = "X-Lucia-Idempotency-Key"
 CLOCK_SLACK = timedelta(minutes=1)
 # Mailgun's Events API lags acceptance by seconds; before this age an empty answer proves nothing.
 EVENTS_SETTLE_S = 120
-# Mailgun signs only timestamp + token (not the body), so a stale signature is refused.
-MAX_SIGNATURE_AGE_S = 15 * 60
+# What a garbled signature block or body raises inside anymail's validators and parsers.
+MALFORMED = (AnymailWebhookValidationFailure, AnymailError, MultiPartParserError, KeyError, ValueError, TypeError,
+             AttributeError, UnicodeError)
 KEPT_HEADERS = (
     "Message-ID", "In-Reply-To", "References", "Date", "Reply-To", "Auto-Submitted", "Precedence",
     "X-Autoreply", "X-Autorespond", "List-Id", "X-Mailgun-Sflag",
@@ -90,22 +107,45 @@ class EmailConnector(Connector):
         return LookupResult(found=False if settled else None)
 
     def verify_request(self, request: HttpRequest) -> bool:
+        """Mailgun's HMAC of timestamp + token under this identity's (or the site's) signing key."""
+        if not self.signing_key():
+            return False
         # Cache the raw body before anymail reads request.POST (a parsed multipart stream cannot be re-read).
-        body = request.body
+        _ = request.body
         try:
             self._view(MailgunInboundWebhookView).run_validators(request)
-        except AnymailWebhookValidationFailure:
+        except MALFORMED:
             return False
-        timestamp = _signature_timestamp(request, body)
-        return timestamp is not None and abs(time.time() - timestamp) <= MAX_SIGNATURE_AGE_S
+        return True
+
+    def signature_stamp(self, request: HttpRequest) -> SignatureStamp:
+        fields = signature_fields(request)
+        if fields is None:
+            return SignatureStamp()
+        try:
+            signed_at = float(fields.timestamp)
+        except ValueError:
+            signed_at = None
+        # "nan" and "inf" parse as floats but are no time at all.
+        if signed_at is not None and not math.isfinite(signed_at):
+            signed_at = None
+        return SignatureStamp(signed_at=signed_at, nonce=fields.token or None)
 
     def parse_inbound(self, request: HttpRequest) -> list[ParsedInbound]:
+        """The items of a verified post; raises ValueError when the body is not a Mailgun event."""
         _ = request.body  # cache the raw body before request.POST consumes the stream
-        if request.content_type == "application/json":
-            view = self._view(MailgunTrackingWebhookView)
-            return [_tracking(event) for event in view.parse_events(request)]
-        view = self._view(MailgunInboundWebhookView)
-        return [_inbound(event, request) for event in view.parse_events(request)]
+        try:
+            if request.content_type == "application/json":
+                view = self._view(MailgunTrackingWebhookView)
+                return [_tracking(event) for event in view.parse_events(request)]
+            view = self._view(MailgunInboundWebhookView)
+            return [_inbound(event, request) for event in view.parse_events(request)]
+        except MALFORMED as exc:
+            raise ValueError(f"not a Mailgun event: {exc}") from exc
+
+    def signing_key(self) -> str:
+        """The identity's own webhook signing key, else the site's (ANYMAIL MAILGUN_WEBHOOK_SIGNING_KEY)."""
+        return self.secrets.get("webhook_signing_key") or site_signing_key()
 
     def _reply_to(self, message: OutboundMessage) -> str | None:
         if message.reply_to:
@@ -123,8 +163,8 @@ class EmailConnector(Connector):
         return self.secrets.get("sender_domain") or self.identity.address.rpartition("@")[2]
 
     def _view(self, view_class: type) -> Any:
-        key = self.secrets.get("webhook_signing_key")
-        return view_class(webhook_signing_key=key) if key else view_class()
+        # Parsing needs no key, but anymail's views refuse to exist without one.
+        return view_class(webhook_signing_key=self.signing_key() or "unset")
 
     def _accepted_events(self, *, to: str, begin: datetime) -> list[dict[str, Any]]:
         """Mailgun "accepted" events for the recipient since `begin` (oldest first, one page)."""
@@ -165,13 +205,31 @@ def _connector_error(exc: AnymailError) -> ConnectorError:
     return ConnectorError(f"Mailgun error {status}", code=str(status), outcome_unknown=status >= 500)
 
 
-def _signature_timestamp(request: HttpRequest, body: bytes) -> float | None:
+def site_signing_key() -> str:
+    return str((getattr(settings, "ANYMAIL", None) or {}).get("MAILGUN_WEBHOOK_SIGNING_KEY") or "")
+
+
+@dataclass(frozen=True)
+class SignatureFields:
+    timestamp: str
+    token: str
+    signature: str
+
+
+def signature_fields(request: HttpRequest) -> SignatureFields | None:
+    """Mailgun's signature block: in the JSON body (tracking) or the form fields (inbound); None when absent
+    or not strings."""
     try:
         if request.content_type == "application/json":
-            return float(json.loads(body)["signature"]["timestamp"])
-        return float(request.POST["timestamp"])
-    except (KeyError, ValueError, TypeError):
+            block = json.loads(request.body)["signature"]
+            values = (block["timestamp"], block["token"], block["signature"])
+        else:
+            values = (request.POST["timestamp"], request.POST["token"], request.POST["signature"])
+    except (MultiPartParserError, KeyError, ValueError, TypeError, UnicodeError):
         return None
+    if not all(isinstance(value, str | int) and not isinstance(value, bool) for value in values):
+        return None
+    return SignatureFields(*(str(value) for value in values))
 
 
 def _tracking(event: Any) -> ParsedInbound:

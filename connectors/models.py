@@ -4,6 +4,9 @@ from django.utils import timezone
 
 from agents.models import Organization
 
+# One answer for every unavailable address (taken by anyone, or reserved), so it reveals no other organization.
+ADDRESS_UNAVAILABLE = "This address is not available; use another one."
+
 
 class Channel(models.TextChoices):
     EMAIL = "email", "Email"
@@ -33,7 +36,8 @@ class Identity(models.Model):
         verbose_name_plural = "identities"
         constraints = [
             models.UniqueConstraint(
-                fields=["channel", "address"], condition=Q(active=True), name="identity_unique_active_address"
+                fields=["channel", "address"], condition=Q(active=True), name="identity_unique_active_address",
+                violation_error_message=ADDRESS_UNAVAILABLE,
             ),
         ]
 
@@ -200,3 +204,24 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.filename or 'attachment'} ({self.sniffed_type or 'not stored'}, {self.size} bytes)"
+
+
+class WebhookNonce(models.Model):
+    """A one-time value of a verified webhook (Mailgun's token, a Slack or Twilio signature), kept until it
+    would be refused as stale anyway, so a captured request cannot be replayed. Written by connectors.nonces."""
+
+    provider = models.CharField(max_length=16)
+    # sha256 of the value: fixed width, and no signature is kept verbatim.
+    digest = models.CharField(max_length=64)
+    expires_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "digest"], name="webhooknonce_unique_digest"),
+        ]
+        # nonces.prune: DELETE ... WHERE expires_at <= now.
+        indexes = [models.Index(fields=["expires_at"], name="webhooknonce_expiry_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.provider} nonce until {self.expires_at:%Y-%m-%d %H:%M}"

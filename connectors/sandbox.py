@@ -1,8 +1,9 @@
 """Sandbox connector: stores what would have been sent, delivers nothing.
 
-The simulator reads SandboxMessage rows and answers as personas through
-runs.events; it posts inbound messages signed with `sign_body`, so the same
-webhook path as real providers applies.
+The simulator reads SandboxMessage rows and answers as personas through the
+webhook intake (the same doors as providers, without their network). Tests
+post inbound messages signed with `sign_body` to /hooks/sandbox/, which exists
+only with DEBUG on or LUCIA_SANDBOX_WEBHOOK set.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from connectors.base import INBOUND_KINDS, Connector, LookupResult, OutboundMessage, ParsedInbound, SendResult
+from connectors.base import (
+    INBOUND_KINDS,
+    Connector,
+    LookupResult,
+    OutboundMessage,
+    ParsedInbound,
+    SendResult,
+    SignatureStamp,
+)
 from connectors.models import Channel, SandboxMessage
 
 SIGNATURE_HEADER = "X-Lucia-Sandbox-Signature"
@@ -57,6 +66,10 @@ class SandboxConnector(Connector):
     def verify_request(self, request: HttpRequest) -> bool:
         signature = request.headers.get(SIGNATURE_HEADER, "")
         return bool(signature) and constant_time_compare(signature, sign_body(request.body))
+
+    def signature_stamp(self, request: HttpRequest) -> SignatureStamp:
+        # The signature covers the body only: the same signature is the same post again.
+        return SignatureStamp(nonce=request.headers.get(SIGNATURE_HEADER) or None)
 
     def parse_inbound(self, request: HttpRequest) -> list[ParsedInbound]:
         data = json.loads(request.body)

@@ -22,6 +22,7 @@ from connectors.base import (
     OutboundMessage,
     ParsedInbound,
     SendResult,
+    SignatureStamp,
     body_hash,
     callback_url,
     recorded_delivery,
@@ -73,6 +74,9 @@ class SmsConnector(Connector):
 
     def verify_request(self, request: HttpRequest) -> bool:
         return twilio_client.verify(request, auth_token=self.secrets.get("auth_token", ""))
+
+    def signature_stamp(self, request: HttpRequest) -> SignatureStamp:
+        return SignatureStamp(nonce=twilio_client.signature_of(request))
 
     def parse_inbound(self, request: HttpRequest) -> list[ParsedInbound]:
         params = twilio_client.form_params(request)

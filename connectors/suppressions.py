@@ -2,29 +2,15 @@
 
 A suppression belongs to the organization, not to a run, so one STOP stops
 every run of the organization (the ToolExecutor checks before each send).
-Addresses are normalized the way the runtime normalizes recipients
-(`+<digits>` for numbers, lower-case email), so both sides compare equal.
+Addresses are normalized by connectors.addresses, as the runtime's
+recipients are, so both sides compare equal.
 """
 
 from __future__ import annotations
 
-import re
-
 from agents.models import Organization
-from connectors.models import Channel, Suppression
-
-PHONE_CHANNELS = (Channel.SMS, Channel.VOICE)
-
-
-def normalize_address(channel: str, address: str) -> str:
-    """The form suppressions are stored and looked up in; '' when nothing is left."""
-    address = address.strip()
-    if channel in PHONE_CHANNELS:
-        digits = re.sub(r"[^\d]", "", address)
-        return f"+{digits}" if digits else ""
-    if channel == Channel.EMAIL:
-        return address.lower()
-    return address
+from connectors.addresses import normalize as normalize_address
+from connectors.models import Suppression
 
 
 def suppress(organization: Organization, *, channel: str, address: str, reason: str) -> Suppression | None:

@@ -74,6 +74,12 @@ def verify(request: HttpRequest, *, auth_token: str) -> bool:
     return RequestValidator(auth_token).validate(url, params, signature)
 
 
+def signature_of(request: HttpRequest) -> str | None:
+    """Twilio signs no time, and its signature over URL + params is the same for the same request:
+    a repeated signature is the same request again."""
+    return request.headers.get(SIGNATURE_HEADER) or None
+
+
 def form_params(request: HttpRequest) -> dict[str, str]:
     """The webhook's form fields, read from the raw body (single values; Twilio sends no repeats)."""
     return QueryDict(request.body.decode("utf-8", errors="replace")).dict()

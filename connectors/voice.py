@@ -20,6 +20,7 @@ from connectors.base import (
     OutboundMessage,
     ParsedInbound,
     SendResult,
+    SignatureStamp,
     callback_url,
     recorded_delivery,
 )
@@ -65,6 +66,9 @@ class VoiceConnector(Connector):
 
     def verify_request(self, request: HttpRequest) -> bool:
         return twilio_client.verify(request, auth_token=self.secrets.get("auth_token", ""))
+
+    def signature_stamp(self, request: HttpRequest) -> SignatureStamp:
+        return SignatureStamp(nonce=twilio_client.signature_of(request))
 
     def parse_inbound(self, request: HttpRequest) -> list[ParsedInbound]:
         params = twilio_client.form_params(request)

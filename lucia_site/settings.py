@@ -84,6 +84,10 @@ LOGGING = {
 # --- Lucia ---------------------------------------------------------------------
 LUCIA_PUBLIC_URL = env_str("LUCIA_PUBLIC_URL", "http://localhost:8000")
 LUCIA_INBOUND_DOMAIN = env_str("LUCIA_INBOUND_DOMAIN", "inbound.lucia.localhost")
+# Webhooks whose provider signs a time (Mailgun, Slack) older than this are refused; 300-900 (check lucia.E007).
+LUCIA_WEBHOOK_MAX_AGE_S = env_int("LUCIA_WEBHOOK_MAX_AGE_S", 300)
+# The sandbox webhook (/hooks/sandbox/) answers only with DEBUG on or this set: its key is SECRET_KEY's.
+LUCIA_SANDBOX_WEBHOOK = env_bool("LUCIA_SANDBOX_WEBHOOK", False)
 LUCIA_LLM = env_str("LUCIA_LLM", "scripted")
 LUCIA_MODEL = env_str("LUCIA_MODEL", "gpt-4o-mini")
 LUCIA_GUARDRAIL_MODEL = env_str("LUCIA_GUARDRAIL_MODEL")

@@ -10,5 +10,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("healthz/", healthz, name="healthz"),
-    path("hooks/", include("connectors.webhooks.urls")),
+    path("hooks/", include("lucia_site.webhooks.urls")),
 ]

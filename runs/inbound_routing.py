@@ -16,7 +16,7 @@ import logging
 from django.db.models import Func, Value
 
 from agents.models import Organization
-from connectors import attachments, inbound, message_ids, suppressions
+from connectors import addresses, attachments, inbound, message_ids
 from connectors.models import Channel, InboundMessage
 from runs import escalations, events
 from runs.models import Contact, Episode, EpisodeKind, OutboxMessage, OutboxStatus, Run
@@ -111,7 +111,7 @@ def run_for_thread(thread_ref: str, *, organization: Organization | None) -> Run
 
 def newest_run_for_phone(organization: Organization, *, phone: str, sim: bool | None) -> Run | None:
     """The newest open run of the organization with a contact at this number (stored forms vary)."""
-    number = suppressions.normalize_address(Channel.SMS, phone)
+    number = addresses.normalize_phone(phone)
     if not number:
         return None
     # Only the organization's open runs' contacts are normalized (run_org_status index), not the whole table.

@@ -11,11 +11,11 @@ caller saw.
 from __future__ import annotations
 
 import hashlib
-import re
 from datetime import datetime
 
 from django.db.models import Min, Q
 
+from connectors import addresses
 from runs import escalations
 from runs.context import EpisodeContext
 from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Run
@@ -28,10 +28,9 @@ UNCERTAIN_OPTIONS = ("it was sent", "it was not sent")
 def normalize_recipient(channel: str, contact: Contact) -> str:
     """The contact's address on `channel`, normalized so one person has one key; '' when it has none."""
     if channel == "email":
-        return contact.email.strip().lower()
-    if channel in ("sms", "voice"):
-        digits = re.sub(r"[^\d]", "", contact.phone)
-        return f"+{digits}" if digits else ""
+        return addresses.normalize_email(contact.email)
+    if channel in addresses.PHONE_CHANNELS:
+        return addresses.normalize_phone(contact.phone)
     if channel == "slack":
         return contact.slack_user.strip()
     return ""

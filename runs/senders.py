@@ -1,6 +1,6 @@
 """Who sent a message: the run contacts whose address or number is the sender's.
 
-Both sides go through one normalization (connectors.suppressions.normalize_address:
+Both sides go through one normalization (connectors.addresses.normalize:
 lower-cased email, E.164 number, Slack user id as given), so "Dana@Example.com"
 and "+1 (555) 555-0101" find the contact stored as "dana@example.com" and
 "+15555550101". A sender no contact matches is a stranger: whatever it sends
@@ -10,10 +10,9 @@ is shown to people but proves nothing about a task.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from email.utils import parseaddr
 from typing import Any
 
-from connectors import suppressions
+from connectors import addresses
 from connectors.models import Channel
 
 # Contact fields holding the address a channel's messages come from.
@@ -35,15 +34,12 @@ def channel_of(sender: str, *, channel: str = "") -> str:
 def roles_of(contacts: Iterable[Any], *, sender: str, channel: str = "") -> list[str]:
     """The roles of the contacts (Contact rows or dicts) the sender is; [] for a stranger or no sender."""
     kind = channel_of(sender, channel=channel)
-    if kind == Channel.EMAIL:
-        # "Dana Whitfield <dana@…>" names the same mailbox as its address.
-        sender = parseaddr(sender)[1] or sender
-    wanted = suppressions.normalize_address(kind, sender)
+    wanted = addresses.normalize(kind, sender)
     if not wanted:
         return []
     field = _FIELDS[kind]
     return [_get(contact, "role") for contact in contacts
-            if suppressions.normalize_address(kind, _get(contact, field) or "") == wanted]
+            if addresses.normalize(kind, _get(contact, field) or "") == wanted]
 
 
 def _get(contact: Any, name: str) -> Any:

@@ -11,13 +11,13 @@ from functools import cache
 from django.db import transaction
 
 from agents.models import AgentVersion, Deployment, Organization, VersionStatus
+from connectors.addresses import E164
 from runs import clock, events, queue
 from runs.models import Contact, EpisodeKind, Run, Task
 
 CONTACT_FIELDS = ("role", "name", "email", "phone", "slack_user", "timezone")
 # The contact field a channel needs to reach someone (mirrors agents.config.schema_base.CHANNEL_CONTACT_FIELD).
 CHANNEL_FIELD = {"email": "email", "sms": "phone", "voice": "phone", "slack": "slack_user"}
-E164 = re.compile(r"\+[1-9]\d{6,14}")
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}")
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from connectors import addresses as address_forms
 from connectors.models import SandboxMessage, Suppression
 from runs import policy
 from runs.models import Contact, Escalation, OutboxMessage, OutboxStatus, Run, Task, TaskStatus
@@ -214,7 +215,4 @@ def _zone(facts: Facts, message: OutboxMessage) -> ZoneInfo:
 
 
 def _normalize(channel: str, value: str) -> str:
-    value = value.strip()
-    if channel in ("sms", "voice"):
-        return "+" + "".join(ch for ch in value if ch.isdigit())
-    return value.lower() if channel == "email" else value
+    return address_forms.normalize(channel, value)

@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta
 from itertools import count
 from zoneinfo import ZoneInfo
 
+from connectors import addresses
 from simulator.persona_traits import Action, Outbound, attachment_entry, react
 
 logger = logging.getLogger(__name__)
@@ -201,10 +202,7 @@ def llm_writer(plan: dict) -> Writer | None:
 
 
 def normalize(channel: str, address: str) -> str:
-    address = address.strip()
-    if channel in ("sms", "voice"):
-        return "+" + "".join(ch for ch in address if ch.isdigit())
-    return address.lower() if channel == "email" else address
+    return addresses.normalize(channel, address)
 
 
 def _tagged(email: str | None, token: str) -> str:

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from connectors import attachments
+from connectors import addresses, attachments
 from connectors.base import ParsedInbound
 from connectors.models import Channel
-from connectors.webhooks import intake
+from lucia_site.webhooks import intake
 from runs import events, submissions, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
@@ -172,4 +172,4 @@ def episodes_run(run_id: int) -> int:
 
 
 def _digits(phone: str) -> str:
-    return "+" + "".join(ch for ch in phone if ch.isdigit())
+    return addresses.normalize_phone(phone)

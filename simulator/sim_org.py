@@ -18,9 +18,10 @@ from agents.models import Organization
 from connectors import identities
 from connectors.models import Identity
 
-SHARED_SLUG = "simulation"
+SHARED_SLUG = "simulation"  # one of connectors.identities.SIMULATION_SLUGS
 SHARED_TIMEZONE = "America/New_York"
-SUFFIX = "-sim"
+# connectors.identities lets only simulation organizations hold sandbox identities.
+SUFFIX = identities.SIMULATION_SUFFIX
 
 
 def organization_for(organization: Organization | None = None) -> Organization:
@@ -64,5 +65,5 @@ def sandbox_addresses(slug: str) -> dict[str, str]:
         "email": f"agent@{slug}.sandbox.lucia.localhost",
         "sms": f"+1555{n:07d}",
         "voice": f"+1556{n:07d}",
-        "slack": f"T-SIM-{slug.upper()}",
+        "slack": f"TSIM{n:07d}",
     }

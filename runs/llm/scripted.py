@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from connectors import addresses
 from runs.llm import scripted_rules
 from runs.llm.base import ChatRequest, ModelReply, ToolCall
 from runs.llm.scripted_rules import SEND_TOOLS
@@ -125,8 +126,8 @@ class Facts:
     def known_addresses(self) -> set[str]:
         known = set()
         for contact in self.contacts:
-            known.add((contact.get("email") or "").lower())
-            known.add("".join(ch for ch in contact.get("phone") or "" if ch.isdigit()))
+            known.add(addresses.normalize_email(contact.get("email") or ""))
+            known.add(addresses.normalize_phone(contact.get("phone") or "").lstrip("+"))
         return known - {""}
 
     def channel_for(self, contact: dict, *, preferred: str | None) -> str | None:

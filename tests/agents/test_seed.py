@@ -46,7 +46,7 @@ def test_seed_publishes_every_template_sets_up_the_demo_organization_and_runs_ag
     assert set(demo.identities.values_list("channel", "address", "sandbox")) == {
         ("email", "demo@sandbox.lucia.localhost", True),
         ("sms", "+15555550100", True),
-        ("slack", "T-DEMO", True),
+        ("slack", "TDEMO", True),
         ("voice", "+15555550101", True),
     }
     plain = next(line.strip() for line in out.splitlines() if line.strip().startswith(api_keys.KEY_PREFIX))

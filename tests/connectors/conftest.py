@@ -49,8 +49,11 @@ def mailgun_server() -> Iterator[MailgunServer]:
 
 
 def make_identity(channel: str, *, address: str, secrets: dict[str, str], sandbox: bool = False) -> Identity:
+    # Sandbox identities exist only in simulation organizations (slug `<...>-sim`).
+    organization = OrganizationFactory(slug=f"{OrganizationFactory.build().slug}-sim") if sandbox else (
+        OrganizationFactory())
     return identities.create_identity(
-        OrganizationFactory(), channel=channel, address=address, display_name="Acme Billing",
+        organization, channel=channel, address=address, display_name="Acme Billing",
         secret_values=secrets, sandbox=sandbox,
     )
 

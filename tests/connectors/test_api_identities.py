@@ -64,8 +64,11 @@ def test_patch_merges_secrets_and_an_empty_value_removes_one(builder):
 def test_patch_changes_descriptive_fields_but_not_the_address(builder):
     created = create_mailbox(builder, secrets={"a": "1"})
     url = f"{URL}{created['id']}/"
-    response = builder.patch(url, {"display_name": "Payables", "sandbox": True}, format="json")
-    assert (response.json()["display_name"], response.json()["sandbox"]) == ("Payables", True)
+    response = builder.patch(url, {"display_name": "Payables"}, format="json")
+    assert response.json()["display_name"] == "Payables"
+    response = builder.patch(url, {"sandbox": True}, format="json")
+    assert response.status_code == 400
+    assert response.json()["sandbox"] == [identities.SANDBOX_ONLY_IN_SIMULATIONS]
     response = builder.patch(url, {"address": "new@acme.test"}, format="json")
     assert response.status_code == 400
     assert response.json()["address"] == ["Cannot change; create a new identity."]
@@ -86,7 +89,8 @@ def test_bad_secret_names_are_400(builder):
 def test_an_active_address_cannot_be_registered_twice_even_by_another_org(builder, foreign_identity):
     response = builder.post(URL, {"channel": "email", "address": "ap@other.test"}, format="json")
     assert response.status_code == 400
-    assert "already uses" in response.json()["address"][0]
+    # The same answer as any unavailable address: nothing says another organization holds it.
+    assert response.json()["address"] == [identities.UNAVAILABLE]
     assert Identity.objects.count() == 1
 
 
@@ -134,3 +138,21 @@ def test_runner_key_reads_identities_but_cannot_change_them(org):
 
 def test_request_without_a_key_is_401():
     assert APIClient().get(URL).status_code == 401
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"channel": "sms", "address": "555-0100"}, "address"),
+    ({"channel": "slack", "address": "my-workspace"}, "address"),
+    ({"channel": "email", "address": "reply+1-x@in.lucia.test"}, "address"),
+    ({"channel": "sms", "address": "+15550001111", "sandbox": True}, "sandbox"),
+])
+def test_bad_unavailable_or_sandbox_addresses_are_400_naming_the_field(builder, settings, body, field):
+    settings.LUCIA_INBOUND_DOMAIN = "in.lucia.test"
+    response = builder.post(URL, body, format="json")
+    assert response.status_code == 400 and field in response.json()
+    assert not Identity.objects.exists()
+
+
+def test_an_address_is_stored_in_normal_form(builder):
+    response = builder.post(URL, {"channel": "sms", "address": "+1 (415) 555-0100"}, format="json")
+    assert response.status_code == 201 and response.json()["address"] == "+14155550100"

@@ -127,7 +127,17 @@ def test_verify_accepts_mailgun_signatures_and_rejects_bad_or_stale_ones(connect
     assert not connector.verify_request(_tracking("mailgun/tracking_delivered.json", key="not-the-key"))
     assert not connector.verify_request(_inbound(tamper={"signature": "0" * 64}))
     assert not connector.verify_request(_inbound(tamper={"token": "c" * 50}))
-    assert not connector.verify_request(_tracking("mailgun/tracking_delivered.json", age_s=20 * 60))
+
+
+
+def test_the_signature_stamp_is_mailguns_timestamp_and_token_for_the_pipelines_checks(connector):
+    stale = _tracking("mailgun/tracking_delivered.json", age_s=20 * 60)
+
+    # The HMAC still verifies; refusing the stale time and a reused token is the webhook pipeline's job.
+    assert connector.verify_request(stale)
+    stamp = connector.signature_stamp(stale)
+    assert stamp.nonce and abs(stamp.signed_at - (time.time() - 20 * 60)) < 5
+    assert connector.signature_stamp(_inbound(tamper={"timestamp": "soon"})).signed_at is None
 
 
 def test_parse_an_inbound_reply_with_its_threading_headers_and_attachment(connector):

@@ -98,3 +98,63 @@ def test_a_rejected_form_does_not_echo_the_typed_secret(staff_client):
 
 def test_parse_secret_lines():
     assert parse_secret_lines("a=1\n\n b = two=2 \nc=") == {"a": "1", "b": "two=2", "c": ""}
+
+
+@pytest.mark.parametrize(("channel", "address", "field"), [
+    ("sms", "555-0100", "address"), ("voice", "+0555", "address"), ("email", "billing", "address"),
+    ("slack", "acme-workspace", "address"),
+])
+def test_addresses_are_checked_per_channel(channel, address, field):
+    with pytest.raises(identities.IdentityRefused) as refused:
+        identities.create_identity(OrganizationFactory(), channel=channel, address=address)
+    assert refused.value.field == field and address in refused.value.message
+    assert not Identity.objects.exists()
+
+
+def test_addresses_are_stored_normalized_so_case_variants_collide():
+    identity = identities.create_identity(OrganizationFactory(), channel="email", address="Billing@Acme.test")
+    assert identity.address == "billing@acme.test"
+    with pytest.raises(identities.IdentityRefused):
+        identities.create_identity(OrganizationFactory(), channel="email", address="BILLING@acme.test")
+
+
+def test_the_inbound_domain_and_a_taken_address_get_the_same_answer(settings):
+    settings.LUCIA_INBOUND_DOMAIN = "in.lucia.test"
+    identities.create_identity(OrganizationFactory(), channel="email", address="ap@other.test")
+    answers = []
+    for address in ("reply+1-abc@in.lucia.test", "anything@mx.in.lucia.test", "ap@other.test"):
+        with pytest.raises(identities.IdentityRefused) as refused:
+            identities.create_identity(OrganizationFactory(), channel="email", address=address)
+        answers.append(refused.value.message)
+    assert set(answers) == {identities.UNAVAILABLE}
+    assert "organization" not in identities.UNAVAILABLE
+
+
+def test_sandbox_identities_exist_only_in_simulation_organizations():
+    with pytest.raises(identities.IdentityRefused) as refused:
+        identities.create_identity(OrganizationFactory(slug="acme"), channel="sms", address="+15550001111",
+                                   sandbox=True)
+    assert refused.value.field == "sandbox"
+    real = identities.create_identity(OrganizationFactory(slug="globex"), channel="sms", address="+15550002222")
+    with pytest.raises(identities.IdentityRefused):
+        identities.update_identity(real, sandbox=True)
+
+    shadow = identities.create_identity(OrganizationFactory(slug="acme-sim"), channel="sms", address="+15550001111",
+                                        sandbox=True)
+    assert shadow.sandbox
+
+
+def test_admin_refuses_a_bad_or_unavailable_address_with_the_same_words_as_the_api(staff_client, settings):
+    settings.LUCIA_INBOUND_DOMAIN = "in.lucia.test"
+    organization = OrganizationFactory()
+    identities.create_identity(OrganizationFactory(), channel="sms", address="+15555550197")
+
+    pages = [staff_client.post(reverse("admin:connectors_identity_add"), {
+        "organization": organization.pk, "channel": channel, "address": address, "active": "on", "secrets": "",
+    }).content.decode() for channel, address in (("sms", "+1 555 555 0197"), ("email", "ap@in.lucia.test"),
+                                                 ("sms", "555"))]
+
+    assert identities.UNAVAILABLE.replace("'", "&#x27;") in pages[0]
+    assert identities.UNAVAILABLE.replace("'", "&#x27;") in pages[1]
+    assert "is not an E.164 number" in pages[2]
+    assert Identity.objects.count() == 1

@@ -17,9 +17,9 @@ from agents.models import Organization
 from connectors import identities, message_ids
 from connectors.models import InboundMessage
 from runs.models import Contact, OutboxMessage, OutboxStatus, Run
-from tests.connectors import webhook_support as w
 from tests.connectors.conftest import MAILGUN_SIGNING_KEY, load_payload
 from tests.fakes.provider_server import FakeServer
+from tests.lucia_site.webhooks import support as w
 from tests.runs import loop_helpers as h
 from tests.runs import send_helpers as s
 from tests.runs.fakes import queued_run_ids

@@ -59,8 +59,9 @@ def _real_run():
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None
     version = plan_version(plan)
-    organization = OrganizationFactory()
-    # A real run sends through the organization's identity; a sandbox one stores the sends.
+    # A real run sends through the organization's identity; a sandbox one (only a simulation
+    # organization may hold one) stores the sends.
+    organization = OrganizationFactory(slug="cluster-sim")
     identities.create_identity(organization, channel="email", address="ap@acme.test", sandbox=True)
     return starts.start_run(organization, version=version, goal="Collect the W-9", contacts=[
         {"role": "vendor", "email": "vendor@example.com", "timezone": "America/New_York"}])
@@ -113,7 +114,7 @@ def test_a_run_started_through_the_api_survives_a_killed_worker_and_completes_on
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None
     version = plan_version(plan)
-    organization = OrganizationFactory()
+    organization = OrganizationFactory(slug="cluster-api-sim")
     Deployment.objects.create(organization=organization, agent=version.agent, version=version)
     identities.create_identity(organization, channel="email", address="ap@acme.test", sandbox=True)
     client = APIClient()

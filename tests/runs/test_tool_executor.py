@@ -174,7 +174,8 @@ def test_a_5xx_whose_outcome_nobody_can_tell_becomes_uncertain_without_a_second_
 
 def test_per_contact_caps_count_every_run_of_the_organization_and_defer():
     plan = s.open_plan(per_contact_caps={"per_day": 2, "per_week": 6})
-    first = s.real_run(plan)
+    # A real run in a simulation organization: the only kind that may hold a sandbox identity.
+    first = s.real_run(plan, organization=OrganizationFactory(slug="caps-sim"))
     second = s.real_run(plan, organization=first.organization)
     identities.create_identity(first.organization, channel="email", address="ap@acme.test", sandbox=True)
     episode = h.add_episode(first, "start")

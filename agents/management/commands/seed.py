@@ -28,7 +28,7 @@ DEMO_TIMEZONE = "America/New_York"
 DEMO_IDENTITIES = [
     ("email", "demo@sandbox.lucia.localhost", "Lucia demo"),
     ("sms", "+15555550100", "Lucia demo SMS"),
-    ("slack", "T-DEMO", "Lucia demo workspace"),
+    ("slack", "TDEMO", "Lucia demo workspace"),
     ("voice", "+15555550101", "Lucia demo line"),
 ]
 

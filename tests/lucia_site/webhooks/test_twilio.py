@@ -8,8 +8,8 @@ from connectors import suppressions
 from connectors.models import DeliveryEvent, InboundMessage, Suppression
 from runs.models import Episode, OutboxMessage
 from tests.connectors.conftest import ACCOUNT_SID, AUTH_TOKEN, OUR_NUMBER, load_payload
-from tests.connectors.webhook_support import identity, inbound_episodes, post_twilio, run_with_contact, sent
 from tests.factories import OrganizationFactory
+from tests.lucia_site.webhooks.support import identity, inbound_episodes, post_twilio, run_with_contact, sent
 from tests.runs.fakes import queued_run_ids
 
 pytestmark = pytest.mark.django_db
@@ -60,14 +60,15 @@ def test_an_sms_reply_reaches_the_newest_open_run_of_the_number_owner_and_enqueu
     assert queued_run_ids() == [newest.pk]
 
 
-def test_a_repeated_delivery_is_answered_but_makes_no_second_episode(client, acme):
+def test_a_repeated_delivery_is_refused_and_makes_no_second_episode(client, acme):
+    """Twilio signs no time, so its signature is the same for the same request: a repeat is a replay."""
     run = run_with_contact(acme, phone=DANA)
     params = load_payload("twilio/sms_inbound_mms.json")
 
     first = post_twilio(client, "/hooks/twilio/sms/", params)
     again = post_twilio(client, "/hooks/twilio/sms/", params)
 
-    assert (first.status_code, again.status_code) == (200, 200)
+    assert (first.status_code, again.status_code) == (200, 403)
     assert len(inbound_episodes(run)) == 1 and InboundMessage.objects.count() == 1
     assert queued_run_ids() == [run.pk]
 
@@ -92,7 +93,8 @@ def test_concurrent_duplicate_deliveries_make_one_episode(acme):
     for thread in threads:
         thread.join()
 
-    assert statuses == [200] * 4
+    # The replay table decides: one delivery wins, the others wait for it and are refused.
+    assert sorted(statuses) == [200, 403, 403, 403]
     assert len(inbound_episodes(run)) == 1 and InboundMessage.objects.count() == 1
 
 
@@ -186,6 +188,19 @@ def test_a_status_callback_records_delivery_and_an_opted_out_error_suppresses(cl
     refreshed = OutboxMessage.objects.get(pk=outbox.pk)
     assert refreshed.status == "sent" and "21610" in refreshed.error
     assert not inbound_episodes(run)
+
+
+def test_another_organizations_number_cannot_report_on_our_send(client, acme, globex):
+    """Globex's own Twilio credentials sign a status naming Acme's send key: nothing is recorded or suppressed."""
+    run = run_with_contact(acme, phone=DANA)
+    sent(run, channel="sms", idem_key=KEY)
+    forged = {**load_payload("twilio/sms_status_failed_opted_out.json"), "From": OTHER_NUMBER}
+
+    response = post_twilio(client, f"/hooks/twilio/status/?k={KEY}", forged, token="globex-token")
+
+    assert response.status_code == 200  # signed by Globex, so not a forgery of Twilio; it just acts on nothing
+    assert not DeliveryEvent.objects.exists() and not Suppression.objects.exists()
+    assert OutboxMessage.objects.get(idem_key=KEY).error == ""
 
 
 def test_a_delivered_status_is_recorded_without_suppressing(client, acme):

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('agents', '0002_published_version_trigger'),
-        ('connectors', '0002_sandbox_inbound_suppression_delivery'),
+        ('connectors', '0004_normalize_identity_addresses'),
     ]
 
     operations = [

@@ -4,6 +4,8 @@ Each item is handled in one transaction: the InboundMessage, the Episode and
 the advance_run queue row commit together, so a crash leaves the provider's
 retry to redo it all, and a repeated delivery finds the stored row and stops.
 Only STOP/START/HELP keywords are acted on; every other text is payload.
+Callers: the webhook views, after lucia_site.webhooks.pipeline verified the
+request, and the simulator's scheduler (same doors, no provider network).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from agents.models import Organization
 from connectors import delivery, inbound, suppressions
 from connectors.base import ParsedInbound
 from connectors.models import Channel, InboundMessage, SuppressionReason
-from connectors.webhooks import recipients
 from runs import inbound_routing
 
 log = logging.getLogger(__name__)
@@ -81,29 +82,25 @@ def _act_on_keyword(
 
 
 def receive_status(item: ParsedInbound, *, channel: str, organization: Organization | None) -> None:
-    """A tracking event: stored once; opted-out, invalid, bounced or complained addresses are suppressed."""
+    """A tracking event: stored once; opted-out, invalid, bounced or complained addresses are suppressed.
+
+    The event belongs to the organization of the send its key names (when the key is unknown, to
+    `organization`, whose credentials signed it; None when the site's own key did). A signer never acts on another
+    organization's send: such an event is dropped, since a stored one would prove that send accepted.
+    """
+    owner = (inbound_routing.organization_of_send(item.idem_key) if item.idem_key else None) or organization
+    if organization is not None and owner is not None and owner.pk != organization.pk:
+        log.warning("%s status for a send of organization %s signed by organization %s: dropped",
+                    channel, owner.pk, organization.pk)
+        return
     with transaction.atomic():
         if delivery.record(item, channel=channel) is None:
             return
-        owner = organization or inbound_routing.organization_of_send(item.idem_key)
         if owner is not None:
             delivery.suppress_if_lost(item, channel=channel, organization=owner)
-        if delivery.is_failure(item) and item.idem_key:
+        if delivery.is_failure(item) and item.idem_key and owner is not None:
             inbound_routing.note_failed_delivery(item.idem_key, status=item.status or "",
                                                  detail=str(item.headers.get("error_code") or ""))
-
-
-def receive_email(item: ParsedInbound) -> None:
-    """An anymail (Mailgun) event, already verified by anymail's view. The organization is the one
-    owning the receiving mailbox or, for tracking, the sending one; replies to Lucia's reply-to
-    domain find theirs through the run they name."""
-    if item.kind == "status":
-        envelope = (item.raw.get("event-data") or {}).get("envelope") or {}
-        identity = recipients.for_email(envelope.get("sender", ""))
-        receive_status(item, channel=Channel.EMAIL, organization=identity.organization if identity else None)
-        return
-    identity = recipients.for_email(item.to_address)
-    receive_message(item, channel=Channel.EMAIL, organization=identity.organization if identity else None)
 
 
 def _contact_channel(item: ParsedInbound, *, channel: str) -> str:

@@ -5,12 +5,17 @@ import pytest
 from connectors import message_ids, suppressions
 from connectors.models import InboundMessage
 from connectors.sandbox import SIGNATURE_HEADER, sign_body
-from tests.connectors.webhook_support import identity, inbound_episodes, run_with_contact
 from tests.factories import OrganizationFactory
+from tests.lucia_site.webhooks.support import identity, inbound_episodes, run_with_contact
 
 pytestmark = pytest.mark.django_db
 
 SIM_NUMBER = "+15005550099"
+
+
+@pytest.fixture(autouse=True)
+def _sandbox_webhook_on(settings):
+    settings.LUCIA_SANDBOX_WEBHOOK = True
 
 
 def _post(client, payload: dict, *, signature: str | None = None):
@@ -34,12 +39,20 @@ def test_a_signed_sandbox_reply_routes_by_its_reply_address(client):
 
 
 def test_a_sandbox_stop_suppresses_the_number_for_the_identitys_organization(client):
-    organization = OrganizationFactory()
+    organization = OrganizationFactory(slug="acme-sim")
     identity(organization, "sms", SIM_NUMBER, sandbox=True)
 
     _post(client, {"provider_id": "sim-2", "kind": "stop", "from": "+12125550123", "to": SIM_NUMBER, "text": "STOP"})
 
     assert suppressions.is_suppressed(organization, channel="sms", address="+12125550123")
+
+
+def test_the_sandbox_webhook_does_not_exist_without_debug_or_its_setting(client, settings):
+    settings.DEBUG, settings.LUCIA_SANDBOX_WEBHOOK = False, False
+    payload = {"provider_id": "sim-0", "from": "x@y.test", "to": "z@y.test", "text": "hi"}
+
+    assert _post(client, payload).status_code == 404
+    assert not InboundMessage.objects.exists()
 
 
 def test_an_unsigned_or_forged_sandbox_post_is_refused_and_stores_nothing(client):

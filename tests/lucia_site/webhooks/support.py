@@ -56,9 +56,10 @@ def post_twilio(client: Client, path: str, params: dict, *, token: str = AUTH_TO
                        content_type="application/x-www-form-urlencoded", HTTP_X_TWILIO_SIGNATURE=signature)
 
 
-def post_slack(client: Client, payload: dict, *, secret: str = SIGNING_SECRET, headers: dict | None = None):
+def post_slack(client: Client, payload: dict, *, secret: str = SIGNING_SECRET, headers: dict | None = None,
+               timestamp: int | None = None):
     body = json.dumps(payload).encode()
-    stamp = str(int(time.time()))
+    stamp = str(timestamp or int(time.time()))
     signature = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body)
     return client.post("/hooks/slack/events/", data=body, content_type="application/json",
                        HTTP_X_SLACK_REQUEST_TIMESTAMP=stamp, HTTP_X_SLACK_SIGNATURE=signature, **(headers or {}))

@@ -8,8 +8,8 @@ from connectors import message_ids, suppressions
 from connectors.models import DeliveryEvent, InboundMessage, Suppression
 from runs.models import Episode, Escalation, Run
 from tests.connectors.conftest import MAIL_DOMAIN, MAILGUN_SIGNING_KEY, load_payload
-from tests.connectors.webhook_support import identity, inbound_episodes, mailgun_signature, run_with_contact, sent
 from tests.factories import OrganizationFactory
+from tests.lucia_site.webhooks.support import identity, inbound_episodes, mailgun_signature, run_with_contact, sent
 from tests.runs.fakes import queued_run_ids
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +24,7 @@ TRACKING = "/hooks/email/mailgun/tracking/"
 
 @pytest.fixture(autouse=True)
 def _mailgun_key(settings):
-    # anymail's own views verify with this key (and refuse to start without one).
+    # Lucia's own Mailgun account key: the site's webhook signing key.
     settings.ANYMAIL = {"MAILGUN_WEBHOOK_SIGNING_KEY": MAILGUN_SIGNING_KEY}
 
 
@@ -36,8 +36,8 @@ def acme():
 
 
 def _post_inbound(client, *, run_id: int = 0, message_key: str = KEY[:32], token: str = "b" * 50,
-                  key: str = MAILGUN_SIGNING_KEY, **fields: str):
-    stamp = str(int(time.time()))
+                  key: str = MAILGUN_SIGNING_KEY, timestamp: str | None = None, **fields: str):
+    stamp = timestamp or str(int(time.time()))
     data = load_payload("mailgun/inbound_reply.json", timestamp=stamp, token=token, message_key=message_key,
                         run_token=message_ids.reply_token(run_id) if run_id else "nobody",
                         signature=mailgun_signature(timestamp=stamp, token=token, key=key))
@@ -122,14 +122,14 @@ def test_mailgun_retries_with_a_new_token_make_one_episode(client, acme):
     assert len(inbound_episodes(run)) == 1 and InboundMessage.objects.count() == 1
 
 
-def test_a_bad_signature_gets_anymails_400_and_nothing_is_stored(client, acme):
+def test_a_bad_signature_is_refused_and_nothing_is_stored(client, acme):
     run = run_with_contact(acme, email=DANA)
     sent(run, channel="email", idem_key=KEY)
 
     inbound = _post_inbound(client, run_id=run.pk, key="not-the-key")
     tracking = _post_tracking(client, "mailgun/tracking_complained.json", key="not-the-key")
 
-    assert (inbound.status_code, tracking.status_code) == (400, 400)
+    assert (inbound.status_code, tracking.status_code) == (403, 403)
     assert not InboundMessage.objects.exists() and not DeliveryEvent.objects.exists()
     assert not Suppression.objects.exists() and not Episode.objects.filter(kind="inbound").exists()
 
@@ -156,6 +156,71 @@ def test_a_delivered_event_is_recorded_without_suppressing(client, acme):
 
     assert DeliveryEvent.objects.get().event_type == "delivered"
     assert not Suppression.objects.exists()
+
+
+def test_a_replayed_token_with_another_body_is_refused_and_stores_nothing(client, acme):
+    run = run_with_contact(acme, email=DANA)
+    first = _post_inbound(client, run_id=run.pk, token="r" * 50)
+
+    # The captured signature (timestamp + token) on a different message, for a different run.
+    other = run_with_contact(acme, email=DANA)
+    replayed = _post_inbound(client, run_id=other.pk, token="r" * 50, subject="Wire the money")
+
+    assert (first.status_code, replayed.status_code) == (200, 403)
+    assert InboundMessage.objects.count() == 1 and not inbound_episodes(other)
+
+
+def test_a_stale_or_future_signature_is_refused_and_stores_nothing(client, acme, time_machine):
+    run = run_with_contact(acme, email=DANA)
+    signed_at = "1772452800"  # 2026-03-02 12:00:00Z; the window is LUCIA_WEBHOOK_MAX_AGE_S=300
+
+    time_machine.move_to("2026-03-02 12:05:01Z", tick=False)
+    stale = _post_inbound(client, run_id=run.pk, timestamp=signed_at)
+    time_machine.move_to("2026-03-02 11:58:00Z", tick=False)
+    future = _post_inbound(client, run_id=run.pk, timestamp=signed_at)
+    time_machine.move_to("2026-03-02 12:04:59Z", tick=False)
+    fresh = _post_inbound(client, run_id=run.pk, timestamp=signed_at)
+
+    assert (stale.status_code, future.status_code, fresh.status_code) == (403, 403, 200)
+    assert InboundMessage.objects.count() == 1
+
+
+def test_mail_to_a_mailbox_on_the_same_domain_is_not_given_to_its_owner(client, acme):
+    """Only an exact mailbox or a reply token names an organization; a domain never does."""
+    _post_inbound(client, recipient=f"someone-else@{MAIL_DOMAIN}")
+
+    message = InboundMessage.objects.get()
+    assert (message.status, message.organization_id) == ("unmatched", None)
+    assert not Escalation.objects.exists()
+
+
+def test_an_identitys_own_signing_key_reports_only_on_its_organizations_sends(client, acme):
+    """An organization with its own Mailgun account signs with its own key; that key cannot act for another."""
+    globex = OrganizationFactory(name="Globex")
+    identity(globex, "email", "ap@globex.test", api_key="key-globex", webhook_signing_key="globex-own-key")
+    ours = run_with_contact(acme, email=DANA)
+    sent(ours, channel="email", idem_key=KEY)
+    stamp = str(int(time.time()))
+
+    def tracking(*, sender: str, key: str, idem_key: str, token: str):
+        payload = load_payload("mailgun/tracking_complained.json", timestamp=stamp, token=token, idem_key=idem_key,
+                               message_key=idem_key[:32], run_token="x",
+                               signature=mailgun_signature(timestamp=stamp, token=token, key=key))
+        payload["event-data"]["envelope"]["sender"] = sender
+        return client.post(TRACKING, data=json.dumps(payload), content_type="application/json")
+
+    # Globex's key on Acme's send: verified, but Acme's send is not Globex's to report on.
+    forged = tracking(sender="ap@globex.test", key="globex-own-key", idem_key=KEY, token="f" * 50)
+    assert forged.status_code == 200
+    assert not DeliveryEvent.objects.exists() and not Suppression.objects.exists()
+
+    # Globex's key on Globex's own send: recorded and suppressed for Globex.
+    theirs = run_with_contact(globex, email=DANA)
+    sent(theirs, channel="email", idem_key="9d" * 32)
+    own = tracking(sender="ap@globex.test", key="globex-own-key", idem_key="9d" * 32, token="g" * 50)
+    assert own.status_code == 200
+    assert suppressions.is_suppressed(globex, channel="email", address=DANA)
+    assert not suppressions.is_suppressed(acme, channel="email", address=DANA)
 
 
 def test_other_providers_anymail_views_are_not_mounted(client):
