@@ -64,7 +64,9 @@ def open_unmatched(
     )
 
 
-def answer(escalation: Escalation, *, answer: str, by_user=None, by_key: ApiKey | None = None, via: str) -> Episode | None:
+def answer(
+    escalation: Escalation, *, answer: str, by_user=None, by_key: ApiKey | None = None, via: str
+) -> Episode | None:
     """Record a human's answer; the run wakes with a `human_answer` episode. Raises EscalationClosed if not open.
 
     Returns the episode, or None when the escalation has no run or the run has
@@ -99,7 +101,8 @@ def resolve(
 def cancel(escalation: Escalation, *, by_user=None, by_key: ApiKey | None = None, via: str) -> Episode | None:
     """Withdraw the question; the run wakes (with `cancelled: true`) so the follow-up policy picks up again."""
     with transaction.atomic():
-        locked = _close(escalation, status=EscalationStatus.CANCELLED, answer="", by_user=by_user, by_key=by_key, via=via)
+        locked = _close(escalation, status=EscalationStatus.CANCELLED, answer="", by_user=by_user, by_key=by_key,
+                        via=via)
         return _wake_run(locked, payload={"cancelled": True})
 
 
