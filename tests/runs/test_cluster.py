@@ -14,7 +14,7 @@ from django.db import connection
 from connectors import identities
 from runs import starts, tasks
 from runs.models import Episode, EpisodeStatus, OutboxMessage
-from tests.factories import OrganizationFactory, draft_version, plan_version
+from tests.factories import OrganizationFactory, deployed_agent, draft_version
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -56,8 +56,9 @@ def _real_run():
     # Any day, any hour: the test runs on the wall clock.
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None
-    version = plan_version(plan)
     organization = OrganizationFactory()
+    _, deployment = deployed_agent(plan, organization=organization)
+    version = deployment.version
     # A real run sends through the organization's identity; a sandbox one stores the sends.
     identities.create_identity(organization, channel="email", address="ap@acme.test", sandbox=True)
     return starts.start_run(organization, version=version, goal="Collect the W-9", contacts=[
@@ -110,8 +111,9 @@ def test_a_run_started_through_the_api_survives_a_killed_worker_and_completes_on
     plan = draft_version().compiled
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None
-    version = plan_version(plan)
     organization = OrganizationFactory()
+    _, deployment = deployed_agent(plan, organization=organization)
+    version = deployment.version
     Deployment.objects.create(organization=organization, agent=version.agent, version=version)
     identities.create_identity(organization, channel="email", address="ap@acme.test", sandbox=True)
     client = APIClient()
