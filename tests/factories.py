@@ -200,6 +200,18 @@ class EpisodeFactory(factory.django.DjangoModelFactory):
     due_at = factory.LazyFunction(lambda: _real_now())
 
 
+class EscalationFactory(factory.django.DjangoModelFactory):
+    """An open question on a run, in the run's organization."""
+
+    class Meta:
+        model = "runs.Escalation"
+
+    run = factory.SubFactory(RunFactory)
+    organization = factory.LazyAttribute(lambda escalation: escalation.run.organization)
+    kind = "question"
+    prompt = "Which address should the W-9 go to?"
+
+
 def _real_now():
     from django.utils import timezone
 

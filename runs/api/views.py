@@ -97,13 +97,13 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(responses={200: TimelineItemSerializer(many=True)})
     @action(detail=True, methods=["get"])
-    def timeline(self, request: Request, pk: str) -> Response:
+    def timeline(self, request: Request, *args, **kwargs) -> Response:
         run = self.get_object()
         return Response([item.as_dict() for item in timeline_for(run)])
 
     @extend_schema(request=EventSerializer, responses={201: EpisodeSerializer, 200: EpisodeSerializer})
     @action(detail=True, methods=["post"])
-    def events(self, request: Request, pk: str) -> Response:
+    def events(self, request: Request, *args, **kwargs) -> Response:
         run = self.get_object()
         body = EventSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -121,7 +121,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=CancelSerializer, responses={200: RunSerializer})
     @action(detail=True, methods=["post"])
-    def cancel(self, request: Request, pk: str) -> Response:
+    def cancel(self, request: Request, *args, **kwargs) -> Response:
         run = self.get_object()
         body = CancelSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -153,7 +153,7 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
 
     @extend_schema(request=AnswerSerializer, responses={200: EscalationSerializer})
     @action(detail=True, methods=["post"])
-    def answer(self, request: Request, pk: str) -> Response:
+    def answer(self, request: Request, *args, **kwargs) -> Response:
         escalation = self.get_object()
         body = AnswerSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -163,11 +163,11 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
             escalations.answer(escalation, answer=body.validated_data["answer"], via="api", **_actor(request))
         except escalations.EscalationClosed as error:
             raise Conflict(str(error)) from None
-        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=pk)).data)
+        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=escalation.pk)).data)
 
     @extend_schema(request=ResolveSerializer, responses={200: EscalationSerializer})
     @action(detail=True, methods=["post"])
-    def resolve(self, request: Request, pk: str) -> Response:
+    def resolve(self, request: Request, *args, **kwargs) -> Response:
         escalation = self.get_object()
         body = ResolveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -177,4 +177,4 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
             escalations.resolve(escalation, outcome=body.validated_data["outcome"], via="api", **_actor(request))
         except escalations.EscalationClosed as error:
             raise Conflict(str(error)) from None
-        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=pk)).data)
+        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=escalation.pk)).data)
