@@ -110,7 +110,8 @@ class Command(BaseCommand):
         """
         try:
             if scorecards.latest(draft) is None:
-                self.stdout.write(f"  {draft.agent.slug} v{draft.number}: simulating its eval cases…")
+                owner = organization.slug if organization else "template"
+                self.stdout.write(f"  {owner}/{draft.agent.slug} v{draft.number}: simulating its eval cases…")
                 card = scorecards.score(draft, organization=organization)
                 self.stdout.write(f"    scorecard #{card.pk}: {'passed' if card.passed else 'FAILED'}")
             return gate.publish(draft)
