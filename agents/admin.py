@@ -231,10 +231,10 @@ class AgentVersionForm(forms.ModelForm):
 @admin.register(AgentVersion)
 class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
     form = AgentVersionForm
-    list_display = ["agent", "number", "status", valid_config, "short_hash", "created_at", "published_at"]
-    list_filter = ["status", "agent"]
-    list_select_related = ["agent"]
-    search_fields = ["agent__slug"]
+    list_display = ["agent", "owner", "number", "status", valid_config, "short_hash", "created_at", "published_at"]
+    list_filter = ["status", ("agent__organization", admin.EmptyFieldListFilter), "agent__organization", "agent"]
+    list_select_related = ["agent__organization"]
+    search_fields = ["agent__slug", "agent__organization__slug"]
     actions = ["validate", "simulate", "publish", "retire"]
 
     def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
@@ -272,6 +272,10 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
         if request.GET.get("model_name") == "deployment":
             queryset = queryset.filter(status=VersionStatus.PUBLISHED)  # only published versions deploy
         return queryset, duplicates
+
+    @admin.display(description="organization", ordering="agent__organization__slug")
+    def owner(self, version: AgentVersion) -> str:
+        return version.agent.organization.slug if version.agent.organization else "template"
 
     @admin.display(description="hash")
     def short_hash(self, version: AgentVersion) -> str:
