@@ -14,7 +14,7 @@ from django.db import connection
 from connectors import identities
 from runs import starts, tasks
 from runs.models import Episode, EpisodeStatus, OutboxMessage
-from tests.factories import OrganizationFactory, deployed_agent, draft_version
+from tests.factories import AgentFactory, OrganizationFactory, deployed_agent, draft_version, plan_version
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -112,8 +112,7 @@ def test_a_run_started_through_the_api_survives_a_killed_worker_and_completes_on
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None
     organization = OrganizationFactory()
-    _, deployment = deployed_agent(plan, organization=organization)
-    version = deployment.version
+    version = plan_version(plan, agent=AgentFactory(organization=organization))
     Deployment.objects.create(organization=organization, agent=version.agent, version=version)
     identities.create_identity(organization, channel="email", address="ap@acme.test", sandbox=True)
     client = APIClient()
