@@ -7,6 +7,7 @@ from agents import api_keys
 from agents.models import ApiKey, Organization
 
 ACT_AS_PERMISSION = "agents.act_as_organization"
+ORGANIZATION_HEADER = "X-Lucia-Organization"
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -39,16 +40,21 @@ def caller_organization(request) -> Organization | None:
     if api_key is not None:
         return api_key.organization
     user = acting_user(request)
-    if user is None or not user.is_staff:
+    if user is None:
         return None
+    slug = request.headers.get(ORGANIZATION_HEADER)
     if not may_act_as_organization(user):
-        raise exceptions.PermissionDenied(
-            f"{user} may not act for an organization: that needs a superuser or the "
-            f"{ACT_AS_PERMISSION!r} permission. Use an organization's API key instead."
-        )
-    slug = request.headers.get("X-Lucia-Organization")
+        if user.is_staff or slug:
+            raise exceptions.PermissionDenied(
+                f"{user} may not act for an organization: that needs a staff superuser or the "
+                f"{ACT_AS_PERMISSION!r} permission. Use an organization's API key instead."
+            )
+        return None
     if slug:
-        return Organization.objects.filter(slug=slug).first()
+        organization = Organization.objects.filter(slug=slug).first()
+        if organization is None:
+            raise exceptions.PermissionDenied(f"{ORGANIZATION_HEADER}: no organization {slug!r}.")
+        return organization
     orgs = list(Organization.objects.all()[:2])
     return orgs[0] if len(orgs) == 1 else None
 

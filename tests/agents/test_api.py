@@ -149,7 +149,17 @@ def test_a_user_who_is_not_staff_cannot_act_for_an_organization(org, agent, djan
     user.user_permissions.add(Permission.objects.get(codename="act_as_organization"))
     client = APIClient()
     client.force_login(user)
-    assert client.get("/api/v1/agents/", HTTP_X_LUCIA_ORGANIZATION=org.slug).status_code == 403
+    response = client.get("/api/v1/agents/", HTTP_X_LUCIA_ORGANIZATION=org.slug)
+    assert response.status_code == 403
+    assert "may not act for an organization" in response.json()["detail"]
+
+
+def test_an_unknown_organization_in_the_header_is_a_403_naming_it(org, django_user_model):
+    client = APIClient()
+    client.force_login(staff_user(django_user_model, may_act=True))
+    response = client.get("/api/v1/agents/", HTTP_X_LUCIA_ORGANIZATION="nope")
+    assert response.status_code == 403
+    assert "no organization 'nope'" in response.json()["detail"]
 
 
 # --- Agents -----------------------------------------------------------------------------
