@@ -14,7 +14,6 @@ failing gate scorecard) are 409: the request is well formed, the version's
 state forbids it.
 """
 
-from django.shortcuts import get_object_or_404
 from django.utils.functional import cached_property
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, serializers, status, viewsets
@@ -109,8 +108,18 @@ class VersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
     @cached_property
     def agent(self) -> Agent:
-        # Only the caller's own agents: another organization's is a 404, a template is read at /templates/.
-        return get_object_or_404(Agent, organization=self.request.organization, slug=self.kwargs["agent_slug"])
+        # Only the caller's own agents: another organization's is a 404 like a missing one.
+        slug = self.kwargs["agent_slug"]
+        agent = Agent.objects.filter(organization=self.request.organization, slug=slug).first()
+        if agent is None:
+            if Agent.objects.filter(organization__isnull=True, slug=slug).exists():
+                # Templates are public, so naming one reveals nothing: say how to get an editable copy.
+                raise exceptions.NotFound(
+                    f"{slug!r} is a template, read-only here: read it at /api/v1/templates/{slug}/ or copy it "
+                    f'with POST /api/v1/agents/ {{"from_template": "{slug}"}}'
+                )
+            raise exceptions.NotFound()
+        return agent
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no agent in the URL

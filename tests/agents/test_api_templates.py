@@ -36,7 +36,9 @@ def test_templates_are_not_agents_of_any_organization(template):
     assert client.get("/api/v1/agents/").json()["results"] == []
     assert client.get("/api/v1/agents/w9/").status_code == 404
     assert client.post("/api/v1/agents/w9/versions/", {"source": agent_source("w9")}, format="json").status_code == 404
-    assert client.post("/api/v1/agents/w9/versions/1/publish/").status_code == 404
+    publish = client.post("/api/v1/agents/w9/versions/1/publish/")
+    assert publish.status_code == 404
+    assert 'copy it with POST /api/v1/agents/ {"from_template": "w9"}' in publish.json()["detail"]
     assert client.post("/api/v1/agents/w9/versions/1/retire/").status_code == 404
     assert AgentVersion.objects.filter(agent=template).count() == 1
 
