@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
 from agents import api_keys, versions
+from agents.api_auth import may_act_as_organization
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
 from simulator import gate, scorecards
 
@@ -110,14 +112,39 @@ class VersionInline(admin.TabularInline):
         return False
 
 
+class AgentForm(forms.ModelForm):
+    # New agents belong to an organization: templates come only from fixtures/agents/ through `manage.py seed`.
+    organization = forms.ModelChoiceField(queryset=Organization.objects.all())
+
+    class Meta:
+        model = Agent
+        fields = ["organization", "slug", "name", "description"]
+
+
+class CopyTemplateForm(helpers.ActionForm):
+    organization = forms.ModelChoiceField(
+        queryset=Organization.objects.all(), required=False, label="Organization",
+        help_text="For “Copy into my organization”: the organization that gets the copy.",
+    )
+
+
 @admin.register(Agent)
 class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
-    list_display = ["slug", "name", "created_at"]
-    search_fields = ["slug", "name"]
+    form = AgentForm
+    action_form = CopyTemplateForm
+    list_display = ["slug", "name", "owner", "created_at"]
+    list_filter = [("organization", admin.EmptyFieldListFilter), "organization"]
+    list_select_related = ["organization"]
+    search_fields = ["slug", "name", "organization__slug"]
     inlines = [VersionInline]
+    actions = ["copy_into_organization"]
+
+    @admin.display(description="organization", ordering="organization__slug")
+    def owner(self, agent: Agent) -> str:
+        return agent.organization.slug if agent.organization else "template"
 
     def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
-        return ["slug", "name", "description"] + (["draft_link"] if obj else [])
+        return ["organization", "slug", "name", "description"] + (["draft_link"] if obj else [])
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         # Name and description follow the newest valid config.
@@ -125,6 +152,8 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
 
     @admin.display(description="Edit")
     def draft_link(self, agent: Agent) -> str:
+        if agent.is_template:
+            return "A template is read-only: copy it into an organization (action “Copy into my organization”)."
         latest = versions.latest_version(agent)
         if latest is not None and latest.is_editable:
             url = reverse("admin:agents_agentversion_change", args=[latest.pk])
@@ -137,12 +166,35 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
         # Nothing on an existing agent is edited here: its config lives in versions.
         return super().has_change_permission(request, obj) and obj is None
 
+    def has_act_as_organization_permission(self, request: HttpRequest) -> bool:
+        return may_act_as_organization(request.user)
+
     def get_inline_instances(self, request: HttpRequest, obj=None) -> list:
         return super().get_inline_instances(request, obj) if obj else []
 
     def save_form(self, request: HttpRequest, form, change: bool) -> Agent:
         data = form.cleaned_data
-        return versions.create_agent(slug=data["slug"], name=data["name"], description=data["description"])
+        return versions.create_agent(data["organization"], slug=data["slug"], name=data["name"],
+                                     description=data["description"])
+
+    @admin.action(description="Copy into my organization", permissions=["act_as_organization"])
+    def copy_into_organization(self, request: HttpRequest, queryset) -> None:
+        organization = Organization.objects.filter(pk=request.POST.get("organization") or None).first()
+        if organization is None:
+            self.message_user(request, "Choose the organization that gets the copy.", messages.ERROR)
+            return
+        for agent in queryset:
+            if not agent.is_template:
+                self.message_user(request, f"{agent.slug} belongs to {agent.organization.slug}; only templates are "
+                                  "copied.", messages.ERROR)
+                continue
+            try:
+                draft = versions.copy_template(agent, organization=organization, user=request.user)
+            except versions.VersionError as refused:
+                self.message_user(request, f"{agent.slug}: {refused}", messages.ERROR)
+            else:
+                self.message_user(request, f"Copied {agent.slug} into {organization.slug} as draft v{draft.number}: "
+                                  "simulate and publish it, then deploy.", messages.SUCCESS)
 
 
 SOURCE_WIDGET = forms.Textarea(
@@ -160,9 +212,16 @@ class AgentVersionForm(forms.ModelForm):
         fields = ["agent", "source"]
         widgets = {"source": SOURCE_WIDGET}
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if "agent" in self.fields:  # templates change only through fixtures/agents/ and `manage.py seed`
+            self.fields["agent"].queryset = Agent.objects.filter(organization__isnull=False)
+
     def clean(self) -> dict:
         if self.instance.pk and not self.instance.is_editable:
             raise forms.ValidationError("This version is published and read-only: edit the agent for a new draft.")
+        if self.instance.pk and self.instance.agent.is_template:
+            raise forms.ValidationError("Templates are read-only: copy the template into an organization.")
         return super().clean()
 
     def clean_source(self) -> str:
@@ -172,10 +231,10 @@ class AgentVersionForm(forms.ModelForm):
 @admin.register(AgentVersion)
 class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
     form = AgentVersionForm
-    list_display = ["agent", "number", "status", valid_config, "short_hash", "created_at", "published_at"]
-    list_filter = ["status", "agent"]
-    list_select_related = ["agent"]
-    search_fields = ["agent__slug"]
+    list_display = ["agent", "owner", "number", "status", valid_config, "short_hash", "created_at", "published_at"]
+    list_filter = ["status", ("agent__organization", admin.EmptyFieldListFilter), "agent__organization", "agent"]
+    list_select_related = ["agent__organization"]
+    search_fields = ["agent__slug", "agent__organization__slug"]
     actions = ["validate", "simulate", "publish", "retire"]
 
     def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
@@ -192,11 +251,13 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
         return [name for name in self.get_fields(request, obj) if name != "source" or not obj.is_editable]
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        # Published and retired versions open as view-only pages.
-        return super().has_change_permission(request, obj) and (obj is None or obj.is_editable)
+        # Published and retired versions, and every template version, open as view-only pages.
+        editable = obj is None or (obj.is_editable and not obj.agent.is_template)
+        return super().has_change_permission(request, obj) and editable
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return super().has_delete_permission(request, obj) and (obj is None or obj.is_editable)
+        editable = obj is None or (obj.is_editable and not obj.agent.is_template)
+        return super().has_delete_permission(request, obj) and editable
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict:
         initial = super().get_changeform_initial_data(request)
@@ -211,6 +272,10 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
         if request.GET.get("model_name") == "deployment":
             queryset = queryset.filter(status=VersionStatus.PUBLISHED)  # only published versions deploy
         return queryset, duplicates
+
+    @admin.display(description="organization", ordering="agent__organization__slug")
+    def owner(self, version: AgentVersion) -> str:
+        return version.agent.organization.slug if version.agent.organization else "template"
 
     @admin.display(description="hash")
     def short_hash(self, version: AgentVersion) -> str:
@@ -276,7 +341,10 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
 
     def _publish_one(self, request: HttpRequest, version: AgentVersion) -> None:
         try:
+            versions.refuse_template(version.agent)
             published = gate.publish(version, user=request.user)
+        except versions.TemplateReadOnly as refused:
+            self.message_user(request, f"{version}: publish refused: {refused}", messages.ERROR)
         except gate.PublishRefused as refused:
             self.message_user(request, f"{version}: publish refused: {refused.reason}", messages.ERROR)
         else:
@@ -286,6 +354,7 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
     def retire(self, request: HttpRequest, queryset) -> None:
         for version in queryset.select_related("agent"):
             try:
+                versions.refuse_template(version.agent)
                 retired = versions.retire(version)
             except versions.VersionError as refused:
                 self.message_user(request, f"{version}: {refused}", messages.ERROR)
@@ -303,6 +372,17 @@ class DeploymentForm(forms.ModelForm):
         if version.status != VersionStatus.PUBLISHED:
             raise forms.ValidationError(f"{version} is {version.status}; only published versions can be deployed.")
         return version
+
+    def clean(self) -> dict:
+        data = super().clean()
+        organization, version = data.get("organization"), data.get("version")
+        if organization and version and version.agent.organization_id != organization.pk:
+            owner = version.agent.organization.slug if version.agent.organization else "a template"
+            raise forms.ValidationError(
+                f"{version.agent.slug} is {owner}'s agent, not {organization.slug}'s: an organization deploys only "
+                "its own agents (copy a template into it first)."
+            )
+        return data
 
 
 @admin.register(Deployment)

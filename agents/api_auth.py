@@ -1,9 +1,13 @@
 """DRF authentication and permissions: `Authorization: Api-Key <key>`, one organization per caller."""
 
+from django.contrib.auth.models import AbstractBaseUser
 from rest_framework import authentication, exceptions, permissions
 
 from agents import api_keys
-from agents.models import Organization
+from agents.models import ApiKey, Organization
+
+ACT_AS_PERMISSION = "agents.act_as_organization"
+ORGANIZATION_HEADER = "X-Lucia-Organization"
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -28,27 +32,55 @@ def caller_organization(request) -> Organization | None:
     """The organization a request acts for: the API key's, or a staff user's chosen one.
 
     Staff sessions name it with the `X-Lucia-Organization` header (a slug),
-    defaulting to the only organization when there is just one.
+    defaulting to the only organization when there is just one. Only
+    superusers and staff holding `agents.act_as_organization` may act for an
+    organization that way; anyone else gets PermissionDenied saying so.
     """
-    api_key = getattr(request, "auth", None)
-    if api_key is not None and hasattr(api_key, "organization"):
+    api_key = acting_key(request)
+    if api_key is not None:
         return api_key.organization
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated or not user.is_staff:
+    user = acting_user(request)
+    if user is None:
         return None
-    slug = request.headers.get("X-Lucia-Organization")
+    slug = request.headers.get(ORGANIZATION_HEADER)
+    if not may_act_as_organization(user):
+        if user.is_staff or slug:
+            raise exceptions.PermissionDenied(
+                f"{user} may not act for an organization: that needs a staff superuser or the "
+                f"{ACT_AS_PERMISSION!r} permission. Use an organization's API key instead."
+            )
+        return None
     if slug:
-        return Organization.objects.filter(slug=slug).first()
+        organization = Organization.objects.filter(slug=slug).first()
+        if organization is None:
+            raise exceptions.PermissionDenied(f"{ORGANIZATION_HEADER}: no organization {slug!r}.")
+        return organization
     orgs = list(Organization.objects.all()[:2])
     return orgs[0] if len(orgs) == 1 else None
 
 
-def is_builder(request) -> bool:
+def may_act_as_organization(user) -> bool:
+    return bool(user.is_active and user.is_staff and (user.is_superuser or user.has_perm(ACT_AS_PERMISSION)))
+
+
+def acting_key(request) -> ApiKey | None:
+    """The API key behind the request, None for a session."""
     api_key = getattr(request, "auth", None)
-    if api_key is not None and hasattr(api_key, "is_builder"):
-        return api_key.is_builder
+    return api_key if isinstance(api_key, ApiKey) else None
+
+
+def acting_user(request) -> AbstractBaseUser | None:
+    """The user behind a session request; None for API keys, which act for an organization."""
     user = getattr(request, "user", None)
-    return bool(user and user.is_authenticated and user.is_staff)
+    return user if user is not None and user.is_authenticated else None
+
+
+def is_builder(request) -> bool:
+    api_key = acting_key(request)
+    if api_key is not None:
+        return api_key.is_builder
+    user = acting_user(request)
+    return bool(user and may_act_as_organization(user))
 
 
 class HasOrganization(permissions.BasePermission):

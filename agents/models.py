@@ -12,6 +12,10 @@ class Organization(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [
+            # Staff without it cannot pick an organization with the API's X-Lucia-Organization header.
+            ("act_as_organization", "Can act for any organization in the API and Studio"),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -45,16 +49,33 @@ class ApiKey(models.Model):
 
 
 class Agent(models.Model):
-    slug = models.SlugField(max_length=80, unique=True)
+    """An organization's agent, or a template (no organization) that every organization may copy."""
+
+    organization = models.ForeignKey(
+        Organization, null=True, blank=True, on_delete=models.PROTECT, related_name="agents",
+        help_text="The owner; empty for a template, which is read-only outside fixtures/agents/.",
+    )
+    slug = models.SlugField(max_length=80)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["slug"]
+        ordering = ["slug", "organization"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "slug"], name="agent_unique_slug_per_org"),
+            # NULLs are distinct in the constraint above, so templates need their own.
+            models.UniqueConstraint(
+                fields=["slug"], condition=Q(organization__isnull=True), name="agent_unique_template_slug"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_template(self) -> bool:
+        return self.organization_id is None
 
 
 class VersionStatus(models.TextChoices):

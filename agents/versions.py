@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -45,8 +45,45 @@ class VersionInUse(VersionError):
     """The version still backs an active deployment."""
 
 
-def create_agent(*, slug: str, name: str, description: str = "") -> Agent:
-    return Agent.objects.create(slug=slug, name=name, description=description)
+class TemplateReadOnly(VersionError):
+    """Templates change only through fixtures/agents/ and `manage.py seed`; copy one to edit it."""
+
+
+class SlugTaken(VersionError):
+    """The organization already has an agent with this slug."""
+
+
+def create_agent(organization: Organization | None, *, slug: str, name: str, description: str = "") -> Agent:
+    """A new agent of `organization` (None: a template). Raises SlugTaken when the slug is in use there."""
+    try:
+        with transaction.atomic():
+            return Agent.objects.create(organization=organization, slug=slug, name=name, description=description)
+    except IntegrityError:
+        owner = organization.slug if organization else "the templates"
+        raise SlugTaken(f"{owner} already has an agent {slug!r}") from None
+
+
+def copy_template(template: Agent, *, organization: Organization, user=None) -> AgentVersion:
+    """Copy a template into `organization` as its own agent; returns draft v1 with the template's config.
+
+    The source is the template's latest published version (else its latest
+    version). The draft still needs a scorecard and the gate to be published.
+    Raises SlugTaken when the organization already has an agent with the slug.
+    """
+    if not template.is_template:
+        raise VersionError(f"{template.slug} is not a template")
+    origin = latest_published(template) or latest_version(template)
+    with transaction.atomic():
+        agent = create_agent(organization, slug=template.slug, name=template.name, description=template.description)
+        return create_draft(agent, source=origin.source if origin else "", user=user)
+
+
+def refuse_template(agent: Agent) -> None:
+    """Raise TemplateReadOnly for a template: entry points call it before any change a person asked for."""
+    if agent.is_template:
+        raise TemplateReadOnly(
+            f"{agent.slug} is a template and read-only; copy it into your organization and edit the copy"
+        )
 
 
 def create_draft(agent: Agent, *, source: str, user=None) -> AgentVersion:
@@ -149,7 +186,10 @@ def deploy(organization: Organization, version: AgentVersion) -> Deployment:
     with transaction.atomic():
         # The organization row lock serializes deploys so the one-active constraint never trips.
         Organization.objects.select_for_update(no_key=True).filter(pk=organization.pk).get()
-        current = AgentVersion.objects.get(pk=version.pk)
+        current = AgentVersion.objects.select_related("agent").get(pk=version.pk)
+        if current.agent.organization_id != organization.pk:
+            # Templates and other organizations' agents: an organization runs only what it owns.
+            raise NotDeployable(f"{current.agent.slug} is not an agent of {organization.slug}; copy it first")
         if current.status != VersionStatus.PUBLISHED:
             raise NotDeployable(f"{current} is {current.status}; only published versions can be deployed")
         active = Deployment.objects.filter(organization=organization, agent_id=current.agent_id, active=True).first()
@@ -172,9 +212,34 @@ def load_template(
     source = Path(path).read_text()
     result = validate_source(source)
     slug = result.config.slug if result.ok else _guess_slug(source, fallback=Path(path).stem)
-    agent = Agent.objects.filter(slug=slug).first()
+    agent = Agent.objects.filter(organization__isnull=True, slug=slug).first()
     if agent is None:
-        agent = create_agent(slug=slug, name=result.config.name if result.ok else slug)
+        agent = create_agent(None, slug=slug, name=result.config.name if result.ok else slug)
+    return load_source(agent, source=source, publisher=publisher)
+
+
+def follow_template(
+    template_version: AgentVersion,
+    *,
+    organization: Organization,
+    publisher: Callable[[AgentVersion], AgentVersion] | None = None,
+) -> AgentVersion:
+    """Make `organization`'s copy of a template carry the template version's config (the seed's demo copies).
+
+    Creates the copy when missing; idempotent like `load_template`.
+    """
+    template = template_version.agent
+    agent = Agent.objects.filter(organization=organization, slug=template.slug).first()
+    if agent is None:
+        agent = create_agent(organization, slug=template.slug, name=template.name, description=template.description)
+    return load_source(agent, source=template_version.source, publisher=publisher)
+
+
+def load_source(
+    agent: Agent, *, source: str, publisher: Callable[[AgentVersion], AgentVersion] | None = None
+) -> AgentVersion:
+    """The agent's version holding `source` (by config hash), drafted and published when there is none."""
+    result = _check(source, agent=agent)
     same = AgentVersion.objects.filter(agent=agent, source=source).order_by("-number").first()
     if result.ok:
         plan_hash = config_hash(compile_config(result.config))

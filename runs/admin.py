@@ -104,7 +104,7 @@ class RunAdmin(ReadOnlyAdmin):
         cancelled = 0
         for run in queryset:
             try:
-                cancellation.cancel_run(run, reason=f"cancelled in the Studio by {request.user}")
+                cancellation.cancel_run(run, reason=f"cancelled in the Studio by {request.user}", by_user=request.user)
                 cancelled += 1
             except cancellation.RunNotOpen as error:
                 self.message_user(request, str(error), messages.WARNING)

@@ -7,6 +7,7 @@ next fence and writes nothing more; queued episodes and open questions close.
 from django.db import transaction
 from django.db.models import F
 
+from agents.models import ApiKey
 from runs import clock
 from runs.models import Episode, EpisodeStatus, Escalation, EscalationStatus, Run
 
@@ -15,7 +16,8 @@ class RunNotOpen(Exception):
     """The run already ended (completed, failed or cancelled)."""
 
 
-def cancel_run(run: Run, *, reason: str = "") -> Run:
+def cancel_run(run: Run, *, reason: str = "", by_user=None, by_key: ApiKey | None = None) -> Run:
+    """Cancel an open run; `by_user`/`by_key` record who asked. Raises RunNotOpen for an ended run."""
     with transaction.atomic():
         locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
         if not locked.is_open:
@@ -25,7 +27,9 @@ def cancel_run(run: Run, *, reason: str = "") -> Run:
         locked.next_wake_at = None
         locked.outcome = reason or "cancelled"
         locked.ended_at = clock.now(locked)
-        locked.save(update_fields=["status", "wake_when", "next_wake_at", "outcome", "ended_at", "updated_at"])
+        locked.cancelled_by, locked.cancelled_by_key = by_user, by_key
+        locked.save(update_fields=["status", "wake_when", "next_wake_at", "outcome", "ended_at", "cancelled_by",
+                                   "cancelled_by_key", "updated_at"])
         Run.objects.filter(pk=locked.pk).update(
             lease_epoch=F("lease_epoch") + 1, lease_owner=None, lease_expires_at=None
         )

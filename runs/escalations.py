@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from agents.models import Organization
+from agents.models import ApiKey, Organization
 from runs import clock, events
 from runs.models import (
     Episode,
@@ -64,7 +64,9 @@ def open_unmatched(
     )
 
 
-def answer(escalation: Escalation, *, answer: str, by_user=None, via: str) -> Episode | None:
+def answer(
+    escalation: Escalation, *, answer: str, by_user=None, by_key: ApiKey | None = None, via: str
+) -> Episode | None:
     """Record a human's answer; the run wakes with a `human_answer` episode. Raises EscalationClosed if not open.
 
     Returns the episode, or None when the escalation has no run or the run has
@@ -73,11 +75,14 @@ def answer(escalation: Escalation, *, answer: str, by_user=None, via: str) -> Ep
     if escalation.kind == EscalationKind.UNCERTAIN_SEND:
         raise ValueError("an uncertain send is settled with resolve(outcome='sent'|'not_sent'), not answer()")
     with transaction.atomic():
-        locked = _close(escalation, status=EscalationStatus.ANSWERED, answer=answer, by_user=by_user, via=via)
+        locked = _close(escalation, status=EscalationStatus.ANSWERED, answer=answer, by_user=by_user, by_key=by_key,
+                        via=via)
         return _wake_run(locked, payload={"answer": answer})
 
 
-def resolve(escalation: Escalation, *, outcome: str, by_user=None, via: str) -> Episode | None:
+def resolve(
+    escalation: Escalation, *, outcome: str, by_user=None, by_key: ApiKey | None = None, via: str
+) -> Episode | None:
     """Settle an uncertain send: `sent` adopts it, `not_sent` makes the outbox row pending again.
 
     The run wakes with a `human_answer` episode carrying the outcome, so the
@@ -86,20 +91,22 @@ def resolve(escalation: Escalation, *, outcome: str, by_user=None, via: str) -> 
     if outcome not in UNCERTAIN_OUTCOMES:
         raise ValueError(f"outcome must be one of {UNCERTAIN_OUTCOMES}, not {outcome!r}")
     with transaction.atomic():
-        locked = _close(escalation, status=EscalationStatus.RESOLVED, answer=outcome, by_user=by_user, via=via)
+        locked = _close(escalation, status=EscalationStatus.RESOLVED, answer=outcome, by_user=by_user, by_key=by_key,
+                        via=via)
         if locked.outbox_message_id is not None:
             _settle_send(locked.outbox_message_id, sent=outcome == "sent")
         return _wake_run(locked, payload={"outcome": outcome, "outbox_message_id": locked.outbox_message_id})
 
 
-def cancel(escalation: Escalation, *, by_user=None, via: str) -> Episode | None:
+def cancel(escalation: Escalation, *, by_user=None, by_key: ApiKey | None = None, via: str) -> Episode | None:
     """Withdraw the question; the run wakes (with `cancelled: true`) so the follow-up policy picks up again."""
     with transaction.atomic():
-        locked = _close(escalation, status=EscalationStatus.CANCELLED, answer="", by_user=by_user, via=via)
+        locked = _close(escalation, status=EscalationStatus.CANCELLED, answer="", by_user=by_user, by_key=by_key,
+                        via=via)
         return _wake_run(locked, payload={"cancelled": True})
 
 
-def _close(escalation: Escalation, *, status: str, answer: str, by_user, via: str) -> Escalation:
+def _close(escalation: Escalation, *, status: str, answer: str, by_user, by_key: ApiKey | None, via: str) -> Escalation:
     # Lock order run → escalation, as everywhere else (a worker's fence, cancelling a run): no deadlock.
     if escalation.run_id is not None:
         Run.objects.select_for_update(no_key=True).filter(pk=escalation.run_id).first()
@@ -109,9 +116,10 @@ def _close(escalation: Escalation, *, status: str, answer: str, by_user, via: st
     locked.status = status
     locked.answer = answer
     locked.answered_by = by_user
+    locked.answered_by_key = by_key
     locked.answered_via = via
     locked.answered_at = clock.now(locked.run)
-    locked.save(update_fields=["status", "answer", "answered_by", "answered_via", "answered_at"])
+    locked.save(update_fields=["status", "answer", "answered_by", "answered_by_key", "answered_via", "answered_at"])
     return locked
 
 

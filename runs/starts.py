@@ -10,7 +10,7 @@ from functools import cache
 
 from django.db import transaction
 
-from agents.models import AgentVersion, Deployment, Organization, VersionStatus
+from agents.models import AgentVersion, ApiKey, Deployment, Organization, VersionStatus
 from connectors.addresses import E164
 from runs import clock, events, queue
 from runs.models import Contact, EpisodeKind, Run, Task
@@ -41,13 +41,17 @@ def start_run(
     sim: bool = False,
     external_ref: str = "",
     virtual_now=None,
+    started_by=None,
+    started_by_key: ApiKey | None = None,
 ) -> Run:
     """Create and enqueue a run. Raises StartError for bad input; nothing is stored then.
 
     The version comes from the organization's active `deployment`, or is given
-    explicitly; a real run needs a published version, a simulated run may use
-    any valid version (drafts are simulated before they are published).
-    `virtual_now` sets a simulated run's clock.
+    explicitly; a real run needs a published version deployed to the
+    organization, a simulated run may use any valid version (drafts are
+    simulated before they are published, in the owner's `-sim` shadow).
+    `virtual_now` sets a simulated run's clock; `started_by`/`started_by_key`
+    record who asked.
     """
     version = _pick_version(organization, version=version, deployment=deployment, sim=sim)
     plan = version.compiled
@@ -59,7 +63,8 @@ def start_run(
     _check_roles(plan, rows)
     with transaction.atomic():
         run = _create_run(organization, version=version, deployment=deployment, goal=goal, inputs=inputs,
-                          sim=sim, external_ref=external_ref, virtual_now=virtual_now if sim else None)
+                          sim=sim, external_ref=external_ref, virtual_now=virtual_now if sim else None,
+                          started_by=started_by, started_by_key=started_by_key)
         Contact.objects.bulk_create([Contact(run=run, **row) for row in rows])
         Task.objects.bulk_create([
             Task(run=run, key=task["key"], title=task.get("title", ""), required=task.get("required", True))
@@ -83,9 +88,23 @@ def _pick_version(
         raise StartError("deployment", "give a deployment or a published version")
     if not sim and version.status != VersionStatus.PUBLISHED:
         raise StartError("version", f"version {version.number} is {version.status}; real runs need a published one")
+    if not sim and deployment is None and not _deployed(organization, version):
+        raise StartError("version", missing_deployment(organization, version))
     if not version.is_valid:
         raise StartError("version", f"version {version.number} has no valid compiled plan")
     return version
+
+
+def _deployed(organization: Organization, version: AgentVersion) -> bool:
+    return Deployment.objects.filter(organization=organization, version=version, active=True).exists()
+
+
+def missing_deployment(organization: Organization, version: AgentVersion) -> str:
+    """Why a real run cannot start on `version` in `organization`, and how to fix it."""
+    agent = version.agent
+    return (f"{agent.slug} v{version.number} is not deployed to {organization.slug}; deploy it first with "
+            f'POST /api/v1/deployments/ {{"agent": "{agent.slug}", "version": {version.number}}} '
+            "(or the Studio's Deployments page)")
 
 
 def _check_inputs(plan: dict, inputs: dict) -> None:

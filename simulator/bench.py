@@ -78,7 +78,7 @@ def load_templates() -> list[AgentVersion]:
     drafts = []
     for path in sorted((Path(settings.BASE_DIR) / "fixtures" / "agents").glob("*.yaml")):
         source = path.read_text()
-        agent = versions.create_agent(slug=path.stem, name=path.stem)
+        agent = versions.create_agent(None, slug=path.stem, name=path.stem)
         drafts.append(versions.create_draft(agent, source=source))
     return [draft for draft in drafts if draft.is_valid]
 

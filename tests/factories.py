@@ -17,12 +17,22 @@ class OrganizationFactory(factory.django.DjangoModelFactory):
 
 
 class AgentFactory(factory.django.DjangoModelFactory):
+    """An organization's agent (a new organization unless given); `organization=None` makes a template."""
+
     class Meta:
         model = Agent
-        django_get_or_create = ("slug",)
+        django_get_or_create = ("organization", "slug")
 
+    organization = factory.SubFactory(OrganizationFactory)
     slug = factory.Sequence(lambda n: f"agent-{n}")
     name = factory.Sequence(lambda n: f"Agent {n}")
+
+
+def template_agent(slug: str | None = None, **fields) -> Agent:
+    """A template: an agent of no organization, readable and copyable by every organization."""
+    if slug is not None:
+        fields["slug"] = slug
+    return AgentFactory(organization=None, **fields)
 
 
 def api_key_for(organization: Organization, *, role: str = ApiKey.Role.RUNNER) -> str:
@@ -138,7 +148,7 @@ def deployed_agent(plan: dict | None = None, *, organization: Organization | Non
     from agents.models import Deployment
 
     organization = organization or OrganizationFactory()
-    version = plan_version(plan)
+    version = plan_version(plan, agent=AgentFactory(organization=organization))
     deployment = Deployment.objects.create(organization=organization, agent=version.agent, version=version)
     return organization, deployment
 
@@ -150,7 +160,7 @@ class RunFactory(factory.django.DjangoModelFactory):
         model = "runs.Run"
 
     organization = factory.SubFactory(OrganizationFactory)
-    version = factory.LazyFunction(plan_version)
+    version = factory.LazyAttribute(lambda run: plan_version(agent=AgentFactory(organization=run.organization)))
     plan = factory.LazyAttribute(lambda run: run.version.compiled)
     goal = "Collect the W-9"
     state = factory.LazyFunction(lambda: {"v": 1})
@@ -188,6 +198,18 @@ class EpisodeFactory(factory.django.DjangoModelFactory):
     dedupe_key = factory.Sequence(lambda n: f"test:{n}")
     payload = factory.LazyFunction(dict)
     due_at = factory.LazyFunction(lambda: _real_now())
+
+
+class EscalationFactory(factory.django.DjangoModelFactory):
+    """An open question on a run, in the run's organization."""
+
+    class Meta:
+        model = "runs.Escalation"
+
+    run = factory.SubFactory(RunFactory)
+    organization = factory.LazyAttribute(lambda escalation: escalation.run.organization)
+    kind = "question"
+    prompt = "Which address should the W-9 go to?"
 
 
 def _real_now():

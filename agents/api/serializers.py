@@ -3,6 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from agents import versions
 from agents.models import Agent, AgentVersion, Deployment, VersionStatus
 
 
@@ -26,6 +27,49 @@ class AgentSerializer(serializers.ModelSerializer):
         model = Agent
         fields = ["slug", "name", "description", "created_at"]
         read_only_fields = ["created_at"]
+
+
+class AgentCreateSerializer(serializers.Serializer):
+    """A new agent of the caller's organization: a copy of a template, or an empty one named here."""
+
+    from_template = serializers.SlugField(
+        required=False, max_length=80,
+        help_text="Copy this template (GET /api/v1/templates/): same slug, its config as draft v1.",
+    )
+    slug = serializers.SlugField(required=False, max_length=80)
+    name = serializers.CharField(required=False, max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs.get("from_template"):
+            extra = sorted(key for key in ("slug", "name") if key in attrs)
+            if extra:
+                raise serializers.ValidationError(
+                    {extra[0]: "a copy keeps the template's slug and name; give from_template alone"}
+                )
+            return attrs
+        missing = {key: "required unless from_template is given" for key in ("slug", "name") if not attrs.get(key)}
+        if missing:
+            raise serializers.ValidationError(missing)
+        return attrs
+
+
+class TemplateSerializer(serializers.ModelSerializer):
+    """A template agent every organization may read and copy; `source` is its latest published config."""
+
+    version = serializers.IntegerField(read_only=True, allow_null=True, help_text="Its latest published version.")
+    source = serializers.CharField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = Agent
+        fields = ["slug", "name", "description", "version", "source", "created_at"]
+        read_only_fields = fields
+
+    def to_representation(self, agent: Agent) -> dict:
+        origin = versions.latest_published(agent)
+        data = super().to_representation(agent)
+        data.update(version=origin.number if origin else None, source=origin.source if origin else None)
+        return data
 
 
 class VersionSummarySerializer(serializers.ModelSerializer):
@@ -65,10 +109,23 @@ class PublishRefusalSerializer(serializers.Serializer):
     errors = ConfigErrorSerializer(many=True, help_text="The draft's config errors, when it is invalid.")
 
 
+class OwnAgentField(serializers.SlugRelatedField):
+    """An agent slug looked up among the caller's organization's agents only (templates deploy once copied)."""
+
+    default_error_messages = {
+        "does_not_exist": "your organization has no agent {slug_name}={value}; copy a template or create it first.",
+    }
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        organization = getattr(request, "organization", None)
+        return Agent.objects.filter(organization=organization) if organization else Agent.objects.none()
+
+
 class DeploymentSerializer(serializers.ModelSerializer):
     """Written as {"agent": slug, "version": number}; the organization is always the caller's."""
 
-    agent = serializers.SlugRelatedField(slug_field="slug", queryset=Agent.objects.all())
+    agent = OwnAgentField(slug_field="slug", queryset=Agent.objects.none())
     version = serializers.IntegerField(source="version.number", min_value=1)
     version_status = serializers.CharField(source="version.status", read_only=True)
 

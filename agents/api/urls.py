@@ -9,4 +9,5 @@ def register(router: BaseRouter) -> None:
     router.register("agents", views.AgentViewSet, basename="agent")
     # Versions are numbered per agent, so they live under the agent's slug.
     router.register(r"agents/(?P<agent_slug>[^/.]+)/versions", views.VersionViewSet, basename="agent-version")
+    router.register("templates", views.TemplateViewSet, basename="template")
     router.register("deployments", views.DeploymentViewSet, basename="deployment")

@@ -1,8 +1,11 @@
 """Agents, versions and deployments over HTTP: ids in, one agents.versions or simulator.gate call, result out.
 
-Agents and versions are global definitions any organization may read; only
-builder keys (or staff) change them. Deployments belong to the caller's
-organization and are never visible to another one.
+Agents, their versions and deployments belong to one organization: the
+caller sees and changes only its own, and another organization's agent is a
+404 like one that does not exist. Templates (agents of no organization) are
+read through `/templates/` by everyone and changed by no one; a builder copies
+one with `POST /agents/ {"from_template": slug}` and edits the copy. Only
+builder keys (or staff allowed to act for an organization) change anything.
 
 Status codes: a draft's bad YAML is not a request error, so creating or
 validating it answers 201/200 with `ok: false` and every error. Editing a
@@ -11,8 +14,6 @@ failing gate scorecard) are 409: the request is well formed, the version's
 state forbids it.
 """
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.shortcuts import get_object_or_404
 from django.utils.functional import cached_property
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, serializers, status, viewsets
@@ -23,15 +24,17 @@ from rest_framework.response import Response
 from agents import versions
 from agents.api import openapi
 from agents.api.serializers import (
+    AgentCreateSerializer,
     AgentSerializer,
     DeploymentSerializer,
     PublishRefusalSerializer,
     SourceSerializer,
+    TemplateSerializer,
     ValidationResultSerializer,
     VersionSerializer,
     VersionSummarySerializer,
 )
-from agents.api_auth import IsBuilderOrReadOnly
+from agents.api_auth import IsBuilderOrReadOnly, acting_user
 from agents.models import Agent, AgentVersion, Deployment
 from simulator import api as simulator_api
 from simulator import gate
@@ -43,26 +46,51 @@ class Conflict(exceptions.APIException):
     default_code = "conflict"
 
 
-def acting_user(request: Request) -> AbstractBaseUser | None:
-    """The staff user behind a session request; None for API keys, which act for an organization."""
-    user = getattr(request, "user", None)
-    return user if user is not None and user.is_authenticated else None
-
-
 def error_dicts(errors: list) -> list[dict[str, str]]:
     # versions.validate returns ConfigError objects; gate refusals already carry dicts.
     return [error.as_dict() if hasattr(error, "as_dict") else dict(error) for error in errors]
 
 
 @extend_schema(tags=["agents"])
-class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
-    queryset = Agent.objects.all()
+@extend_schema_view(create=extend_schema(request=AgentCreateSerializer, responses={201: AgentSerializer}))
+class AgentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = AgentSerializer
     permission_classes = [IsBuilderOrReadOnly]
     lookup_field = "slug"
 
-    def perform_create(self, serializer: AgentSerializer) -> None:
-        serializer.instance = versions.create_agent(**serializer.validated_data)
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no caller, no organization
+            return Agent.objects.none()
+        return Agent.objects.filter(organization=self.request.organization)
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        body = AgentCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        try:
+            if data.get("from_template"):
+                template = Agent.objects.filter(organization__isnull=True, slug=data["from_template"]).first()
+                if template is None:
+                    raise exceptions.ValidationError(
+                        {"from_template": f"no template {data['from_template']!r}; see GET /api/v1/templates/"}
+                    )
+                agent = versions.copy_template(template, organization=request.organization,
+                                               user=acting_user(request)).agent
+            else:
+                agent = versions.create_agent(request.organization, slug=data["slug"], name=data["name"],
+                                              description=data["description"])
+        except versions.SlugTaken as taken:
+            raise exceptions.ValidationError({"slug": str(taken)}) from None
+        return Response(AgentSerializer(agent).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["templates"])
+class TemplateViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Shared template agents: readable by every organization, copied with POST /agents/, never edited."""
+
+    queryset = Agent.objects.filter(organization__isnull=True)
+    serializer_class = TemplateSerializer
+    lookup_field = "slug"
 
 
 @extend_schema(tags=["agents"], parameters=[openapi.AGENT_SLUG])
@@ -80,7 +108,18 @@ class VersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
 
     @cached_property
     def agent(self) -> Agent:
-        return get_object_or_404(Agent, slug=self.kwargs["agent_slug"])
+        # Only the caller's own agents: another organization's is a 404 like a missing one.
+        slug = self.kwargs["agent_slug"]
+        agent = Agent.objects.filter(organization=self.request.organization, slug=slug).first()
+        if agent is None:
+            if Agent.objects.filter(organization__isnull=True, slug=slug).exists():
+                # Templates are public, so naming one reveals nothing: say how to get an editable copy.
+                raise exceptions.NotFound(
+                    f"{slug!r} is a template, read-only here: read it at /api/v1/templates/{slug}/ or copy it "
+                    f'with POST /api/v1/agents/ {{"from_template": "{slug}"}}'
+                )
+            raise exceptions.NotFound()
+        return agent
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no agent in the URL
@@ -125,6 +164,16 @@ class VersionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
             body = {"detail": refusal.reason, "scorecard": refusal.scorecard, "errors": error_dicts(refusal.errors)}
             return Response(body, status=status.HTTP_409_CONFLICT)
         return Response(VersionSerializer(published).data)
+
+    @extend_schema(request=None, responses={200: VersionSerializer, 409: OpenApiResponse(
+        description="Not published, or still deployed to the organization.")})
+    @action(detail=True, methods=["post"])
+    def retire(self, request: Request, *args, **kwargs) -> Response:
+        try:
+            retired = versions.retire(self.get_object())
+        except versions.VersionError as refused:
+            raise Conflict(str(refused)) from None
+        return Response(VersionSerializer(retired).data)
 
     def _source(self, request: Request) -> str:
         serializer = SourceSerializer(data=request.data)

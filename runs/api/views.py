@@ -10,6 +10,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agents.api_auth import acting_key, acting_user
 from agents.models import AgentVersion, Deployment, VersionStatus
 from runs import cancellation, escalations, events, starts, submissions
 from runs.api.serializers import (
@@ -35,14 +36,9 @@ class Conflict(exceptions.APIException):
     default_code = "conflict"
 
 
-def _via(request: Request) -> str:
-    api_key = getattr(request, "auth", None)
-    return f"api:{api_key.name}" if hasattr(api_key, "name") else "api"
-
-
-def _user(request: Request):
-    user = getattr(request, "user", None)
-    return user if user is not None and user.is_authenticated else None
+def _actor(request: Request) -> dict:
+    """Who acts, as the domain functions' keyword arguments: the session's user and/or the API key."""
+    return {"by_user": acting_user(request), "by_key": acting_key(request)}
 
 
 @extend_schema(tags=["runs"])
@@ -75,28 +71,37 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             run = starts.start_run(
                 request.organization, deployment=deployment, version=version, goal=data["goal"],
                 contacts=data["contacts"], inputs=data["inputs"], external_ref=data["external_ref"],
+                started_by=acting_user(request), started_by_key=acting_key(request),
             )
         except starts.StartError as error:
             raise exceptions.ValidationError({error.field: [error.message]}) from None
         return Response(RunSerializer(self.get_queryset().get(pk=run.pk)).data, status=status.HTTP_201_CREATED)
 
     def _pin(self, agent_slug: str, number: int | None) -> tuple[Deployment | None, AgentVersion | None]:
+        """The caller's deployment of the agent, or its deployed version `number`; a 400 says what is missing."""
+        organization = self.request.organization
+        deployments = Deployment.objects.filter(organization=organization, agent__organization=organization,
+                                                agent__slug=agent_slug, active=True).select_related("version__agent")
         if number is not None:
-            version = AgentVersion.objects.filter(agent__slug=agent_slug, number=number,
-                                                  status=VersionStatus.PUBLISHED).first()
+            version = AgentVersion.objects.filter(agent__organization=organization, agent__slug=agent_slug,
+                                                  number=number, status=VersionStatus.PUBLISHED).first()
             if version is None:
                 raise exceptions.ValidationError({"version": [f"{agent_slug} has no published version {number}"]})
-            return None, version
-        deployment = Deployment.objects.filter(organization=self.request.organization, agent__slug=agent_slug,
-                                               active=True).select_related("version").first()
+            deployment = deployments.filter(version=version).first()
+            if deployment is None:
+                raise exceptions.ValidationError({"version": [starts.missing_deployment(organization, version)]})
+            return deployment, None
+        deployment = deployments.first()
         if deployment is None:
-            message = f"your organization has no active deployment of {agent_slug!r}; deploy it or give a version"
+            message = (f"your organization ({organization.slug}) has no active deployment of {agent_slug!r}; "
+                       f'deploy one with POST /api/v1/deployments/ {{"agent": "{agent_slug}", "version": N}} '
+                       "(copy a template first with POST /api/v1/agents/ {\"from_template\": slug})")
             raise exceptions.ValidationError({"agent": [message]})
         return deployment, None
 
     @extend_schema(responses={200: TimelineItemSerializer(many=True)})
     @action(detail=True, methods=["get"])
-    def timeline(self, request: Request, pk: str) -> Response:
+    def timeline(self, request: Request, *args, **kwargs) -> Response:
         run = self.get_object()
         return Response([item.as_dict() for item in timeline_for(run)])
 
@@ -114,7 +119,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                     "`attachments[].content_b64` in JSON, or multipart `files`; their type is read from the bytes.",
     )
     @action(detail=True, methods=["post"])
-    def events(self, request: Request, pk: str) -> Response:
+    def events(self, request: Request, *args, **kwargs) -> Response:
         run = self.get_object()
         multipart = request.content_type.startswith("multipart/")
         try:
@@ -144,12 +149,12 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=CancelSerializer, responses={200: RunSerializer})
     @action(detail=True, methods=["post"])
-    def cancel(self, request: Request, pk: str) -> Response:
+    def cancel(self, request: Request, *args, **kwargs) -> Response:
         run = self.get_object()
         body = CancelSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            cancellation.cancel_run(run, reason=body.validated_data["reason"])
+            cancellation.cancel_run(run, reason=body.validated_data["reason"], **_actor(request))
         except cancellation.RunNotOpen as error:
             raise Conflict(str(error)) from None
         return Response(RunSerializer(self.get_queryset().get(pk=run.pk)).data)
@@ -176,30 +181,28 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
 
     @extend_schema(request=AnswerSerializer, responses={200: EscalationSerializer})
     @action(detail=True, methods=["post"])
-    def answer(self, request: Request, pk: str) -> Response:
+    def answer(self, request: Request, *args, **kwargs) -> Response:
         escalation = self.get_object()
         body = AnswerSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if escalation.kind == EscalationKind.UNCERTAIN_SEND:
             raise exceptions.ValidationError({"answer": ["an uncertain send is settled with POST …/resolve/"]})
         try:
-            escalations.answer(escalation, answer=body.validated_data["answer"], by_user=_user(request),
-                               via=_via(request))
+            escalations.answer(escalation, answer=body.validated_data["answer"], via="api", **_actor(request))
         except escalations.EscalationClosed as error:
             raise Conflict(str(error)) from None
-        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=pk)).data)
+        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=escalation.pk)).data)
 
     @extend_schema(request=ResolveSerializer, responses={200: EscalationSerializer})
     @action(detail=True, methods=["post"])
-    def resolve(self, request: Request, pk: str) -> Response:
+    def resolve(self, request: Request, *args, **kwargs) -> Response:
         escalation = self.get_object()
         body = ResolveSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if escalation.kind != EscalationKind.UNCERTAIN_SEND:
             raise exceptions.ValidationError({"outcome": ["only uncertain sends are resolved; answer questions"]})
         try:
-            escalations.resolve(escalation, outcome=body.validated_data["outcome"], by_user=_user(request),
-                                via=_via(request))
+            escalations.resolve(escalation, outcome=body.validated_data["outcome"], via="api", **_actor(request))
         except escalations.EscalationClosed as error:
             raise Conflict(str(error)) from None
-        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=pk)).data)
+        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=escalation.pk)).data)

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.db import models
 
-from agents.models import Organization
+from agents.models import ApiKey, Organization
 from runs.models.episode import Episode
 from runs.models.outbox import OutboxMessage
 from runs.models.run import Run
@@ -42,7 +42,9 @@ class Escalation(models.Model):
     answered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    answered_via = models.CharField(max_length=32, blank=True, help_text="admin, api, or the API key's name")
+    # Who closed it: a person (Studio or a staff API session) and/or the organization's API key.
+    answered_by_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    answered_via = models.CharField(max_length=32, blank=True, help_text="admin or api")
     # The run's clock when it was raised (virtual in a simulation); created_at is wall time.
     raised_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

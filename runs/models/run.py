@@ -1,10 +1,11 @@
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django_fsm import FSMField, FSMModelMixin, transition
 
-from agents.models import AgentVersion, Deployment, Organization
+from agents.models import AgentVersion, ApiKey, Deployment, Organization
 
 
 class RunStatus(models.TextChoices):
@@ -52,6 +53,15 @@ class Run(FSMModelMixin, models.Model):
     cost_budget = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("5"))
     cost_used = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
     outcome = models.TextField(blank=True)
+    # Who started and who cancelled it through the API or the Studio: a person, an API key, or neither (runtime).
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_by_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    cancelled_by_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     ended_at = models.DateTimeField(null=True, blank=True)

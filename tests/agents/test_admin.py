@@ -37,7 +37,7 @@ def change_url(version: AgentVersion) -> str:
 @pytest.mark.parametrize("model", MODELS + ["identity"])
 def test_changelists_and_add_pages_render(staff_client, model):
     published = published_version()
-    versions.deploy(OrganizationFactory(), published)
+    versions.deploy(published.agent.organization, published)
     api_keys.issue_key(OrganizationFactory(), name="k")
     app = "connectors" if model == "identity" else "agents"
 
@@ -48,7 +48,7 @@ def test_changelists_and_add_pages_render(staff_client, model):
 
 def test_change_pages_render(staff_client):
     published = published_version()
-    deployment = versions.deploy(OrganizationFactory(), published)
+    deployment = versions.deploy(published.agent.organization, published)
 
     for url in [
         reverse("admin:agents_agent_change", args=[published.agent_id]),
@@ -228,7 +228,7 @@ def test_issue_key_action_shows_the_plain_key_once(staff_client):
 
 def test_deploy_from_the_studio_replaces_the_active_deployment(staff_client):
     organization = OrganizationFactory()
-    first = published_version()
+    first = published_version(AgentFactory(organization=organization))
     versions.deploy(organization, first)
     versions.edit(first.agent, source=agent_source(first.agent.slug, name="Two"))
     second = versions.publish(versions.latest_version(first.agent))
@@ -241,7 +241,7 @@ def test_deploy_from_the_studio_replaces_the_active_deployment(staff_client):
 
 def test_deploying_a_draft_from_the_studio_is_refused(staff_client):
     organization = OrganizationFactory()
-    draft = draft_version(AgentFactory())
+    draft = draft_version(AgentFactory(organization=organization))
 
     response = staff_client.post(
         reverse("admin:agents_deployment_add"), {"organization": organization.pk, "version": draft.pk}
@@ -253,9 +253,12 @@ def test_deploying_a_draft_from_the_studio_is_refused(staff_client):
 
 
 def test_adding_an_agent_then_following_its_draft_link(staff_client):
-    response = staff_client.post(reverse("admin:agents_agent_add"), {"slug": "w9", "name": "W-9", "description": ""})
+    organization = OrganizationFactory()
+    response = staff_client.post(reverse("admin:agents_agent_add"),
+                                 {"organization": organization.pk, "slug": "w9", "name": "W-9", "description": ""})
     agent = Agent.objects.get(slug="w9")
     assert response.status_code == 302
+    assert agent.organization == organization
 
     page = staff_client.get(reverse("admin:agents_agent_change", args=[agent.pk])).content.decode()
     assert f"?agent={agent.pk}" in page and "Write the first version" in page
@@ -263,3 +266,64 @@ def test_adding_an_agent_then_following_its_draft_link(staff_client):
     draft = draft_version(agent)
     page = staff_client.get(reverse("admin:agents_agent_change", args=[agent.pk])).content.decode()
     assert change_url(draft) in page and "Edit draft v1" in page
+
+
+def test_copy_into_my_organization_action_copies_a_template(staff_client):
+    template = published_version(AgentFactory(organization=None, slug="w9")).agent
+    organization = OrganizationFactory()
+
+    response = staff_client.post(
+        reverse("admin:agents_agent_changelist"),
+        {"action": "copy_into_organization", "_selected_action": [template.pk], "organization": organization.pk},
+        follow=True,
+    )
+
+    copy = Agent.objects.get(organization=organization, slug="w9")
+    assert [v.status for v in copy.versions.all()] == [VersionStatus.DRAFT]
+    said = [str(m) for m in get_messages(response.wsgi_request)]
+    assert any(m.startswith(f"Copied w9 into {organization.slug} as draft v1") for m in said), said
+
+
+def test_copy_action_needs_the_act_as_permission(client):
+    user = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_agent", "change_agent", "add_agent"]))
+    client.force_login(user)
+    template = AgentFactory(organization=None, slug="w9")
+
+    page = client.get(reverse("admin:agents_agent_changelist")).content.decode()
+    client.post(reverse("admin:agents_agent_changelist"),
+                {"action": "copy_into_organization", "_selected_action": [template.pk],
+                 "organization": OrganizationFactory().pk})
+
+    assert "copy_into_organization" not in page
+    assert Agent.objects.filter(slug="w9").count() == 1
+
+
+def test_template_versions_are_view_only_and_never_published_or_retired_from_the_studio(staff_client):
+    template = AgentFactory(organization=None, slug="w9")
+    published = published_version(template)
+    draft = versions.edit(template, source=agent_source("w9", name="Edited"))
+    scorecard_for(draft)
+
+    staff_client.post(change_url(draft), {"source": agent_source("w9", name="Hacked")})
+    for action, version in (("publish", draft), ("retire", published)):
+        response = staff_client.post(reverse("admin:agents_agentversion_changelist"),
+                                     {"action": action, "_selected_action": [version.pk]}, follow=True)
+        assert any("is a template and read-only" in str(m) for m in get_messages(response.wsgi_request))
+
+    assert AgentVersion.objects.get(pk=draft.pk).source == agent_source("w9", name="Edited")
+    assert AgentVersion.objects.get(pk=draft.pk).status == VersionStatus.DRAFT
+    assert AgentVersion.objects.get(pk=published.pk).status == VersionStatus.PUBLISHED
+
+
+def test_deploying_another_organizations_version_from_the_studio_is_refused(staff_client):
+    theirs = published_version()
+    organization = OrganizationFactory()
+
+    response = staff_client.post(
+        reverse("admin:agents_deployment_add"), {"organization": organization.pk, "version": theirs.pk}
+    )
+
+    assert response.status_code == 200
+    assert "deploys only its own agents" in response.content.decode()
+    assert not Deployment.objects.exists()

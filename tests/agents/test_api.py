@@ -1,4 +1,5 @@
 import pytest
+from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from agents import api_keys, versions
@@ -49,8 +50,8 @@ def runner(org) -> APIClient:
 
 
 @pytest.fixture
-def agent() -> Agent:
-    return AgentFactory(slug="w9")
+def agent(org) -> Agent:
+    return AgentFactory(organization=org, slug="w9")
 
 
 def versions_url(agent: Agent, number: int | None = None, action: str = "") -> str:
@@ -97,9 +98,16 @@ def test_runner_key_cannot_create_edit_or_publish_versions(runner, agent):
     assert (stored.status, stored.source) == (VersionStatus.DRAFT, agent_source("w9"))
 
 
+def staff_user(django_user_model, *, may_act: bool, superuser: bool = False):
+    staff = django_user_model.objects.create_user("ops", password="pw", is_staff=True, is_superuser=superuser)
+    if may_act:
+        staff.user_permissions.add(Permission.objects.get(codename="act_as_organization"))
+    return staff
+
+
 def test_staff_session_builds_for_the_organization_it_names(org, django_user_model):
     OrganizationFactory()  # two organizations: the header must choose
-    staff = django_user_model.objects.create_user("ops", password="pw", is_staff=True)
+    staff = staff_user(django_user_model, may_act=True)
     client = APIClient()
     client.force_login(staff)
     response = client.post(
@@ -111,6 +119,47 @@ def test_staff_session_builds_for_the_organization_it_names(org, django_user_mod
     )
     assert response.status_code == 201
     assert AgentVersion.objects.get(agent__slug="w9").created_by == staff
+    assert Agent.objects.get(slug="w9").organization == org
+
+
+def test_a_superuser_may_name_an_organization_without_the_permission(org, django_user_model):
+    client = APIClient()
+    client.force_login(staff_user(django_user_model, may_act=False, superuser=True))
+    response = client.post(
+        "/api/v1/agents/", {"slug": "w9", "name": "W-9"}, format="json", HTTP_X_LUCIA_ORGANIZATION=org.slug
+    )
+    assert response.status_code == 201
+    assert Agent.objects.get(slug="w9").organization == org
+
+
+def test_staff_without_the_act_as_permission_get_a_403_that_says_why(org, agent, django_user_model):
+    client = APIClient()
+    client.force_login(staff_user(django_user_model, may_act=False))
+    listed = client.get("/api/v1/agents/", HTTP_X_LUCIA_ORGANIZATION=org.slug)
+    created = client.post(
+        "/api/v1/agents/", {"slug": "other", "name": "Other"}, format="json", HTTP_X_LUCIA_ORGANIZATION=org.slug
+    )
+    assert (listed.status_code, created.status_code) == (403, 403)
+    assert "agents.act_as_organization" in listed.json()["detail"]
+    assert not Agent.objects.filter(slug="other").exists()
+
+
+def test_a_user_who_is_not_staff_cannot_act_for_an_organization(org, agent, django_user_model):
+    user = django_user_model.objects.create_user("someone", password="pw")
+    user.user_permissions.add(Permission.objects.get(codename="act_as_organization"))
+    client = APIClient()
+    client.force_login(user)
+    response = client.get("/api/v1/agents/", HTTP_X_LUCIA_ORGANIZATION=org.slug)
+    assert response.status_code == 403
+    assert "may not act for an organization" in response.json()["detail"]
+
+
+def test_an_unknown_organization_in_the_header_is_a_403_naming_it(org, django_user_model):
+    client = APIClient()
+    client.force_login(staff_user(django_user_model, may_act=True))
+    response = client.get("/api/v1/agents/", HTTP_X_LUCIA_ORGANIZATION="nope")
+    assert response.status_code == 403
+    assert "no organization 'nope'" in response.json()["detail"]
 
 
 # --- Agents -----------------------------------------------------------------------------
@@ -123,9 +172,20 @@ def test_builder_creates_an_agent_and_reads_it_by_slug(builder):
     assert builder.get("/api/v1/agents/w9/").json()["name"] == "W-9"
 
 
-def test_agents_are_global_definitions_every_organization_reads(agent):
-    other = client_for(OrganizationFactory(), role=RUNNER)
-    assert other.get("/api/v1/agents/w9/").status_code == 200
+def test_another_organizations_agent_is_404_and_never_listed(agent):
+    other = client_for(OrganizationFactory(), role=BUILDER)
+    assert other.get("/api/v1/agents/w9/").status_code == 404
+    assert other.get("/api/v1/agents/").json()["results"] == []
+    assert other.post(versions_url(agent), {"source": agent_source("w9")}, format="json").status_code == 404
+    assert not AgentVersion.objects.filter(agent=agent).exists()
+
+
+def test_two_organizations_may_use_the_same_slug(builder, agent):
+    other = client_for(OrganizationFactory(), role=BUILDER)
+    response = other.post("/api/v1/agents/", {"slug": "w9", "name": "Theirs"}, format="json")
+    assert response.status_code == 201
+    assert builder.get("/api/v1/agents/w9/").json()["name"] == agent.name
+    assert Agent.objects.filter(slug="w9").count() == 2
 
 
 def test_duplicate_agent_slug_is_400(builder, agent):
@@ -288,6 +348,15 @@ def test_deploying_a_draft_or_a_missing_version_is_400(builder, agent):
     assert not Deployment.objects.exists()
 
 
+def test_deploying_another_organizations_agent_is_400_naming_it_missing(builder):
+    other = OrganizationFactory()
+    published_version(AgentFactory(organization=other, slug="theirs"))
+    response = builder.post("/api/v1/deployments/", {"agent": "theirs", "version": 1}, format="json")
+    assert response.status_code == 400
+    assert "your organization has no agent slug=theirs" in response.json()["agent"][0]
+    assert not Deployment.objects.exists()
+
+
 def test_redeploying_deactivates_the_previous_deployment(builder, agent):
     published_version(agent)
     published_version(agent)
@@ -306,7 +375,8 @@ def test_runner_key_reads_deployments_but_cannot_deploy(runner, org, agent):
 
 
 def test_another_organizations_deployment_is_404_and_never_listed(builder, agent):
-    foreign = versions.deploy(OrganizationFactory(), published_version(agent))
+    other = OrganizationFactory()
+    foreign = versions.deploy(other, published_version(AgentFactory(organization=other, slug="w9")))
     assert builder.get("/api/v1/deployments/").json()["count"] == 0
     assert builder.get(f"/api/v1/deployments/{foreign.pk}/").status_code == 404
 

@@ -7,6 +7,7 @@ from agents import api_keys
 from agents.management.commands import seed
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
 from connectors.models import Identity
+from simulator.models import Scorecard
 
 pytestmark = pytest.mark.django_db
 
@@ -33,15 +34,24 @@ def test_seed_publishes_every_template_sets_up_the_demo_organization_and_runs_ag
 
     slugs = {path.stem for path in seed.template_paths()}
     assert len(slugs) >= 3
-    assert set(Agent.objects.values_list("slug", flat=True)) == slugs
     demo = Organization.objects.get(slug="demo")
+    # Templates belong to no organization; the demo organization deploys its own copies.
+    assert set(Agent.objects.filter(organization=None).values_list("slug", flat=True)) == slugs
+    assert set(Agent.objects.filter(organization=demo).values_list("slug", flat=True)) == slugs
+    assert Agent.objects.count() == 2 * len(slugs)
     assert demo.default_timezone == "America/New_York"
-    for version in AgentVersion.objects.select_related("agent"):
+    for version in AgentVersion.objects.select_related("agent__organization"):
+        owner = version.agent.organization
         assert version.is_valid, (version.agent.slug, version.validation_errors)
         assert version.status == VersionStatus.PUBLISHED, out
         assert version.gate_scorecard["passed"] is True
-        assert Deployment.objects.filter(organization=demo, version=version, active=True).exists()
-        assert f"{version.agent.slug} v{version.number} (published) {version.agent.name!r}: valid" in out
+        deployed = Deployment.objects.filter(organization=demo, version=version, active=True).exists()
+        assert deployed == (owner == demo)
+        label = f"{owner.slug if owner else 'template'}/{version.agent.slug}"
+        assert f"{label} v{version.number} (published) {version.agent.name!r}: valid" in out
+    # The demo copies were simulated in the demo organization's shadow, not in the demo organization itself.
+    demo_cards = Scorecard.objects.filter(version__agent__organization=demo, simulation__organization__slug="demo-sim")
+    assert demo_cards.count() == len(slugs)
     assert "INVALID" not in out and "refused" not in out
     assert set(demo.identities.values_list("channel", "address", "sandbox")) == {
         ("email", "demo@sandbox.lucia.localhost", True),

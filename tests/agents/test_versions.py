@@ -2,14 +2,14 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from agents import versions
-from agents.models import AgentVersion, Deployment, VersionStatus
+from agents.models import Agent, AgentVersion, Deployment, VersionStatus
 from tests.factories import AgentFactory, OrganizationFactory, agent_source, draft_version, published_version
 
 pytestmark = pytest.mark.django_db
 
 
 def test_create_agent_and_first_draft_compiles_and_names_the_agent():
-    agent = versions.create_agent(slug="w9", name="placeholder")
+    agent = versions.create_agent(OrganizationFactory(), slug="w9", name="placeholder")
 
     draft = versions.create_draft(agent, source=agent_source("w9", name="W-9 collector"))
 
@@ -147,8 +147,8 @@ def test_retire_a_published_version():
 def test_retire_refuses_drafts_and_deployed_versions():
     with pytest.raises(versions.VersionError):
         versions.retire(draft_version())
-    published = published_version()
-    versions.deploy(OrganizationFactory(slug="acme"), published)
+    published = published_version(AgentFactory(organization=OrganizationFactory(slug="acme")))
+    versions.deploy(published.agent.organization, published)
 
     with pytest.raises(versions.VersionInUse, match="acme"):
         versions.retire(published)
@@ -156,7 +156,7 @@ def test_retire_refuses_drafts_and_deployed_versions():
 
 def test_deploy_keeps_one_active_deployment_per_org_and_agent():
     organization = OrganizationFactory()
-    first = published_version()
+    first = published_version(AgentFactory(organization=organization))
     versions.edit(first.agent, source=agent_source(first.agent.slug, name="Second"))
     second = versions.publish(versions.latest_version(first.agent))
 
@@ -171,8 +171,53 @@ def test_deploy_keeps_one_active_deployment_per_org_and_agent():
 
 
 def test_deploying_a_draft_is_refused():
+    draft = draft_version()
     with pytest.raises(versions.NotDeployable):
-        versions.deploy(OrganizationFactory(), draft_version())
+        versions.deploy(draft.agent.organization, draft)
+
+
+def test_an_organization_deploys_only_its_own_agents():
+    theirs, template = published_version(), published_version(AgentFactory(organization=None))
+    mine = OrganizationFactory()
+    for version in (theirs, template):
+        with pytest.raises(versions.NotDeployable, match="copy it first"):
+            versions.deploy(mine, version)
+    assert not Deployment.objects.filter(organization=mine).exists()
+
+
+def test_slugs_are_unique_per_organization_and_among_templates():
+    mine, theirs = OrganizationFactory(), OrganizationFactory()
+    for owner in (mine, theirs, None):
+        versions.create_agent(owner, slug="w9", name="W-9")
+    for owner in (mine, None):
+        with pytest.raises(versions.SlugTaken):
+            versions.create_agent(owner, slug="w9", name="Again")
+    assert Agent.objects.filter(slug="w9").count() == 3
+
+
+def test_copy_template_gives_the_organization_a_draft_of_the_published_config():
+    template = AgentFactory(organization=None, slug="w9")
+    published = published_version(template)
+    versions.edit(template, source=agent_source("w9", name="Unpublished edit"))
+    organization = OrganizationFactory()
+
+    draft = versions.copy_template(template, organization=organization)
+
+    assert (draft.agent.organization, draft.agent.slug, draft.number) == (organization, "w9", 1)
+    assert (draft.status, draft.source) == (VersionStatus.DRAFT, published.source)
+    with pytest.raises(versions.VersionError):
+        versions.copy_template(draft.agent, organization=OrganizationFactory())
+
+
+def test_follow_template_keeps_one_copy_per_organization_and_is_idempotent():
+    template = published_version(AgentFactory(organization=None, slug="w9"))
+    organization = OrganizationFactory()
+
+    first = versions.follow_template(template, organization=organization)
+    again = versions.follow_template(template, organization=organization)
+
+    assert first.pk == again.pk and first.status == VersionStatus.PUBLISHED
+    assert first.agent.organization == organization and first.agent_id != template.agent_id
 
 
 def test_validate_refreshes_a_drafts_stored_errors():

@@ -50,7 +50,7 @@ from runs.models import (
     RunStatus,
 )
 from tests.chaos import db, driver, workers
-from tests.factories import OrganizationFactory, plan_version
+from tests.factories import OrganizationFactory, deployed_agent
 from tests.runs import send_helpers as s
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -96,7 +96,8 @@ def _chaos_plan() -> dict:
 def _start_runs(twilio: driver.ChaosTwilio) -> list[Run]:
     organization = OrganizationFactory()
     s.sms_identity(organization, twilio)
-    version = plan_version(_chaos_plan())
+    _, deployment = deployed_agent(_chaos_plan(), organization=organization)
+    version = deployment.version
     return [
         starts.start_run(organization, version=version, goal=f"Collect the W-9 of vendor {index}", contacts=[
             {"role": "vendor", "name": f"Dana Vendor{index}", "phone": f"+1555555{2000 + index}",

@@ -1,10 +1,13 @@
 import pytest
+from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
+from agents import api_keys
+from agents.models import ApiKey
 from runs import escalations
 from runs.leases import LeaseLost, claim, fence
-from runs.models import Episode, EscalationKind, Run
-from tests.factories import OrganizationFactory, api_key_for, deployed_agent
+from runs.models import Episode, Escalation, EscalationKind, Run
+from tests.factories import EscalationFactory, OrganizationFactory, api_key_for, deployed_agent, plan_version
 from tests.runs.fakes import queued_run_ids
 
 pytestmark = pytest.mark.django_db
@@ -152,3 +155,117 @@ def test_another_organizations_escalation_is_a_404_and_questions_cannot_be_resol
 
 def test_requests_without_a_key_are_refused():
     assert APIClient().get("/api/v1/runs/").status_code in (401, 403)
+
+
+# --- Who acted ------------------------------------------------------------------------------
+
+STUDIO_KEY_NAME = "Studio, operations.lead@example.com 2026-12-01 09:30"  # how the Studio names keys: > 32 chars
+
+
+def _key_client(organization, *, name: str = STUDIO_KEY_NAME):
+    api_key, plain = api_keys.issue_key(organization, name=name, role=ApiKey.Role.RUNNER)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {plain}")
+    return api_key, client
+
+
+def test_a_run_records_the_key_that_started_it_and_the_key_that_cancelled_it():
+    organization, deployment = deployed_agent()
+    starter, client = _key_client(organization, name="crm sync")
+    canceller, other_client = _key_client(organization)
+
+    run_id = _start(client, deployment).json()["id"]
+    other_client.post(f"/api/v1/runs/{run_id}/cancel/", {"reason": "duplicate"}, format="json")
+
+    run = Run.objects.get(pk=run_id)
+    assert (run.started_by_key, run.started_by, run.cancelled_by_key, run.cancelled_by) == (
+        starter, None, canceller, None)
+
+
+def test_answering_with_a_studio_made_key_stores_the_key_by_reference():
+    organization, deployment = deployed_agent()
+    api_key, client = _key_client(organization)
+    run = Run.objects.get(pk=_start(client, deployment).json()["id"])
+    escalation = _question(run)
+
+    response = client.post(f"/api/v1/escalations/{escalation.pk}/answer/", {"answer": "email"}, format="json")
+
+    assert response.status_code == 200, response.content
+    stored = Escalation.objects.get(pk=escalation.pk)
+    assert (stored.answered_by_key, stored.answered_by, stored.answered_via) == (api_key, None, "api")
+
+
+def test_resolving_an_uncertain_send_records_the_key():
+    organization, deployment = deployed_agent()
+    api_key, client = _key_client(organization)
+    run = Run.objects.get(pk=_start(client, deployment).json()["id"])
+    escalation = EscalationFactory(run=run, kind=EscalationKind.UNCERTAIN_SEND, prompt="Did it go out?")
+
+    response = client.post(f"/api/v1/escalations/{escalation.pk}/resolve/", {"outcome": "not_sent"}, format="json")
+
+    assert response.status_code == 200, response.content
+    stored = Escalation.objects.get(pk=escalation.pk)
+    assert (stored.status, stored.answered_by_key, stored.answered_via) == ("resolved", api_key, "api")
+
+
+def test_a_staff_session_acting_for_the_organization_is_recorded_as_the_user(django_user_model):
+    organization, deployment = deployed_agent()
+    user = django_user_model.objects.create_user("ops", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="act_as_organization"))
+    client = APIClient()
+    client.force_login(user)
+    header = {"HTTP_X_LUCIA_ORGANIZATION": organization.slug}
+
+    run_id = client.post("/api/v1/runs/", {"agent": deployment.agent.slug, "goal": "W-9", "contacts": [VENDOR]},
+                         format="json", **header).json()["id"]
+    escalation = _question(Run.objects.get(pk=run_id))
+    client.post(f"/api/v1/escalations/{escalation.pk}/answer/", {"answer": "fax"}, format="json", **header)
+
+    run, stored = Run.objects.get(pk=run_id), Escalation.objects.get(pk=escalation.pk)
+    assert (run.started_by, run.started_by_key) == (user, None)
+    assert (stored.answered_by, stored.answered_by_key, stored.answered_via) == (user, None, "api")
+
+
+def test_staff_without_the_permission_cannot_start_runs_for_an_organization(django_user_model):
+    organization, deployment = deployed_agent()
+    client = APIClient()
+    client.force_login(django_user_model.objects.create_user("ops", password="pw", is_staff=True))
+
+    response = client.post("/api/v1/runs/", {"agent": deployment.agent.slug, "goal": "W-9", "contacts": [VENDOR]},
+                           format="json", HTTP_X_LUCIA_ORGANIZATION=organization.slug)
+
+    assert response.status_code == 403
+    assert "act_as_organization" in response.json()["detail"]
+    assert not Run.objects.exists()
+
+
+# --- Which version a run may start on ------------------------------------------------------
+
+
+def test_an_explicit_version_that_is_not_deployed_is_a_400_saying_how_to_deploy_it():
+    organization, deployment = deployed_agent()
+    newer = plan_version(agent=deployment.agent)
+
+    response = _start(_client(organization), deployment, version=newer.number)
+
+    assert response.status_code == 400
+    message = response.json()["version"][0]
+    assert f"v{newer.number} is not deployed to {organization.slug}" in message
+    assert f'POST /api/v1/deployments/ {{"agent": "{deployment.agent.slug}", "version": {newer.number}}}' in message
+    assert not Run.objects.exists()
+
+
+def test_an_explicit_deployed_version_starts_through_its_deployment():
+    organization, deployment = deployed_agent()
+    response = _start(_client(organization), deployment, version=deployment.version.number)
+    assert response.status_code == 201, response.content
+    assert Run.objects.get().deployment == deployment
+
+
+def test_another_organizations_agent_cannot_be_started_even_by_an_explicit_version():
+    _, theirs = deployed_agent()
+    organization = OrganizationFactory()
+    response = _start(_client(organization), theirs, version=theirs.version.number)
+    assert response.status_code == 400
+    assert f"{theirs.agent.slug} has no published version" in response.json()["version"][0]
+    assert not Run.objects.exists()

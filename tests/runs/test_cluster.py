@@ -16,7 +16,7 @@ from connectors import identities
 from runs import starts, tasks
 from runs.models import Episode, EpisodeStatus, OutboxMessage
 from simulator import documents
-from tests.factories import OrganizationFactory, draft_version, plan_version
+from tests.factories import AgentFactory, OrganizationFactory, deployed_agent, draft_version, plan_version
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -58,10 +58,11 @@ def _real_run():
     # Any day, any hour: the test runs on the wall clock.
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None
-    version = plan_version(plan)
     # A real run sends through the organization's identity; a sandbox one (only a simulation
     # organization may hold one) stores the sends.
     organization = OrganizationFactory(slug="cluster-sim")
+    _, deployment = deployed_agent(plan, organization=organization)
+    version = deployment.version
     identities.create_identity(organization, channel="email", address="ap@acme.test", sandbox=True)
     return starts.start_run(organization, version=version, goal="Collect the W-9", contacts=[
         {"role": "vendor", "email": "vendor@example.com", "timezone": "America/New_York"}])
@@ -113,8 +114,8 @@ def test_a_run_started_through_the_api_survives_a_killed_worker_and_completes_on
     plan = draft_version().compiled
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None
-    version = plan_version(plan)
     organization = OrganizationFactory(slug="cluster-api-sim")
+    version = plan_version(plan, agent=AgentFactory(organization=organization))
     Deployment.objects.create(organization=organization, agent=version.agent, version=version)
     identities.create_identity(organization, channel="email", address="ap@acme.test", sandbox=True)
     client = APIClient()

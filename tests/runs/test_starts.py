@@ -7,7 +7,7 @@ from django.utils import timezone
 from agents.models import Deployment
 from runs import starts
 from runs.models import Episode, Run
-from tests.factories import OrganizationFactory, deployed_agent, plan_version, tiny_plan
+from tests.factories import AgentFactory, OrganizationFactory, deployed_agent, plan_version, tiny_plan
 from tests.runs.fakes import queued_run_ids
 
 pytestmark = pytest.mark.django_db
@@ -37,10 +37,18 @@ def test_a_run_starts_pinned_with_its_plan_contacts_tasks_and_a_start_episode_du
     assert queued_run_ids() == [run.pk]
 
 
-def test_an_explicit_published_version_needs_no_deployment_and_the_contact_timezone_defaults_to_the_org():
+def test_an_explicit_version_runs_only_where_it_is_deployed_and_the_contact_timezone_defaults_to_the_org():
     organization = OrganizationFactory(default_timezone="Asia/Tokyo")
-    version = plan_version()
+    version = plan_version(agent=AgentFactory(organization=organization))
     vendor = {"role": "vendor", "phone": "+14155550123"}
+    with pytest.raises(starts.StartError) as refused:
+        starts.start_run(organization, version=version, goal="g", contacts=[vendor])
+    assert refused.value.field == "version"
+    assert f"is not deployed to {organization.slug}" in refused.value.message
+    assert "POST /api/v1/deployments/" in refused.value.message
+    assert not Run.objects.exists()
+
+    Deployment.objects.create(organization=organization, agent=version.agent, version=version)
     run = starts.start_run(organization, version=version, goal="g", contacts=[vendor])
     assert run.version == version and run.deployment is None
     assert run.contacts.get().timezone == "Asia/Tokyo"

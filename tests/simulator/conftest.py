@@ -40,7 +40,8 @@ def collector_source(*, broken: bool = False) -> str:
 
 
 def collector_draft(*, broken: bool = False, agent=None) -> AgentVersion:
-    agent = agent or AgentFactory(slug="document-collector")
+    """A draft of the document-collector config; by default of a template agent, like `seed` loads."""
+    agent = agent or AgentFactory(organization=None, slug="document-collector")
     draft = versions.create_draft(agent, source=collector_source(broken=broken))
     assert draft.is_valid, draft.validation_errors
     return draft

@@ -3,20 +3,37 @@ from rest_framework.test import APIClient
 
 from agents.models import AgentVersion, ApiKey, VersionStatus
 from simulator.models import Scorecard
-from tests.factories import OrganizationFactory, api_key_for
+from tests.factories import AgentFactory, OrganizationFactory, api_key_for, draft_version
+from tests.simulator.conftest import collector_draft
 
 pytestmark = pytest.mark.django_db
 
 
-def client_for(role: str) -> APIClient:
+def client_for(role: str, organization=None) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_for(OrganizationFactory(), role=role)}")
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_for(organization or OrganizationFactory(), role=role)}")
     return client
 
 
 @pytest.fixture
-def builder() -> APIClient:
-    return client_for(ApiKey.Role.BUILDER)
+def org():
+    return OrganizationFactory(slug="acme")
+
+
+@pytest.fixture
+def builder(org) -> APIClient:
+    return client_for(ApiKey.Role.BUILDER, org)
+
+
+# The API simulates the caller's own agents: these drafts belong to the builder's organization.
+@pytest.fixture
+def good_draft(org) -> AgentVersion:
+    return collector_draft(agent=AgentFactory(organization=org, slug="document-collector"))
+
+
+@pytest.fixture
+def broken_draft(org) -> AgentVersion:
+    return collector_draft(broken=True, agent=AgentFactory(organization=org, slug="document-collector"))
 
 
 def url(version: AgentVersion, action: str) -> str:
@@ -30,6 +47,8 @@ def test_simulate_returns_a_passing_scorecard_and_then_publish_succeeds(builder,
     card = response.json()
     assert card["passed"] is True
     assert card["id"] == Scorecard.objects.get(version=good_draft).pk
+    # Simulated in the owner's shadow organization, never in the organization itself.
+    assert Scorecard.objects.get(version=good_draft).simulation.organization.slug == "acme-sim"
     assert card["config_hash"] == good_draft.config_hash
 
     published = builder.post(url(good_draft, "publish"))
@@ -75,10 +94,15 @@ def test_simulate_takes_seed_and_weeks(builder, good_draft, fake_engine):
     assert (response.json()["seed"], response.json()["metrics"]["weeks"]) == (3, 2)
 
 
-def test_simulating_an_invalid_draft_is_409(builder):
-    from tests.factories import AgentFactory, draft_version
+def test_another_organization_cannot_simulate_or_publish_the_agent(good_draft):
+    other = client_for(ApiKey.Role.BUILDER)
+    assert other.post(url(good_draft, "simulate")).status_code == 404
+    assert other.post(url(good_draft, "publish")).status_code == 404
+    assert not Scorecard.objects.exists()
 
-    draft = draft_version(AgentFactory(), source="slug: nope\n")
+
+def test_simulating_an_invalid_draft_is_409(builder, org):
+    draft = draft_version(AgentFactory(organization=org), source="slug: nope\n")
 
     response = builder.post(url(draft, "simulate"))
 

@@ -8,7 +8,7 @@ from django.core.management.base import CommandError
 
 from agents import versions
 from simulator.models import Scorecard, Simulation
-from tests.factories import AgentFactory
+from tests.factories import AgentFactory, OrganizationFactory
 from tests.simulator.conftest import collector_draft
 
 pytestmark = pytest.mark.django_db
@@ -87,8 +87,21 @@ def test_chosen_cases_run_alone_and_save_no_scorecard(good_draft, engine):
 
 
 def test_unknown_agent_names_the_valid_agents(good_draft):
-    with pytest.raises(CommandError, match="unknown agent 'nope'; choose from: document-collector"):
+    with pytest.raises(CommandError, match="unknown agent 'nope' in the templates; choose from: document-collector"):
         call_command("simulate", "nope")
+
+
+def test_an_organizations_agent_is_simulated_in_its_shadow_organization(fake_engine):
+    organization = OrganizationFactory(slug="acme")
+    mine = collector_draft(agent=AgentFactory(organization=organization, slug="document-collector"))
+    collector_draft()  # the template of the same slug
+
+    code, out, _ = simulate("document-collector", "--organization", "acme", "--json")
+
+    assert json.loads(out)["version_id"] == mine.pk
+    assert Simulation.objects.get().organization.slug == "acme-sim"
+    with pytest.raises(CommandError, match="unknown organization 'nope'"):
+        call_command("simulate", "document-collector", "--organization", "nope")
 
 
 def test_unknown_case_names_the_valid_cases(good_draft):
@@ -97,7 +110,7 @@ def test_unknown_case_names_the_valid_cases(good_draft):
 
 
 def test_default_version_is_the_latest_valid_one(fake_engine):
-    agent = AgentFactory(slug="document-collector")
+    agent = AgentFactory(organization=None, slug="document-collector")
     first = collector_draft(agent=agent)
     versions.create_draft(agent, source="slug: document-collector\n")  # v2, invalid
 

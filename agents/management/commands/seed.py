@@ -1,11 +1,14 @@
 """`python manage.py seed`: template agents, the demo organization, and a fresh builder API key.
 
-Each template (fixtures/agents/*.yaml) is stored as a version, simulated over
-its eval cases when its config has no scorecard yet, and published through the
-gate, like a version published from the Studio. Safe to run again: templates,
-the organization, its identities and its deployments are matched, not
-duplicated. Only the API key is new each run, because keys are stored hashed
-and can be shown only when issued.
+Each template (fixtures/agents/*.yaml) is stored as a version of a template
+agent (no organization), simulated over its eval cases when its config has no
+scorecard yet, and published through the gate, like a version published from
+the Studio. The demo organization then gets its own copy of each published
+template, simulated in its `demo-sim` shadow, published through the gate and
+deployed: organizations deploy only their own agents. Safe to run again:
+templates, copies, the organization, its identities and its deployments are
+matched, not duplicated. Only the API key is new each run, because keys are
+stored hashed and can be shown only when issued.
 """
 
 from __future__ import annotations
@@ -70,9 +73,25 @@ class Command(BaseCommand):
             self.stdout.write(f"  identity {channel} {address}: created (sandbox)")
 
     def _load(self, path: Path, organization: Organization) -> AgentVersion:
+        """The template's version from `path`, and when it is published, the demo organization's deployed copy."""
         refusals: list[str] = []
-        version = versions.load_template(path, publisher=lambda draft: self._publish(draft, refusals=refusals))
-        label = f"  {version.agent.slug} v{version.number} ({version.status}) {version.agent.name!r}"
+        template = versions.load_template(path, publisher=lambda draft: self._publish(draft, refusals=refusals))
+        self._report(template, path=path, refusals=refusals)
+        if template.status != VersionStatus.PUBLISHED:
+            return template
+        refusals = []
+        copy = versions.follow_template(
+            template, organization=organization,
+            publisher=lambda draft: self._publish(draft, refusals=refusals, organization=organization),
+        )
+        self._report(copy, path=path, refusals=refusals)
+        if copy.status == VersionStatus.PUBLISHED:
+            self._deploy(organization, copy)
+        return copy
+
+    def _report(self, version: AgentVersion, *, path: Path, refusals: list[str]) -> None:
+        owner = version.agent.organization.slug if version.agent.organization else "template"
+        label = f"  {owner}/{version.agent.slug} v{version.number} ({version.status}) {version.agent.name!r}"
         if version.is_valid:
             self.stdout.write(self.style.SUCCESS(f"{label}: valid") + f"  [{path.name}]")
         else:
@@ -81,19 +100,19 @@ class Command(BaseCommand):
                 self.stdout.write(f"      {error['path']}: {error['message']} (hint: {error['hint']})")
         for reason in refusals:
             self.stdout.write(self.style.ERROR(f"      publish refused: {reason}"))
-        if version.status == VersionStatus.PUBLISHED:
-            self._deploy(organization, version)
-        return version
 
-    def _publish(self, draft: AgentVersion, *, refusals: list[str]) -> AgentVersion:
+    def _publish(
+        self, draft: AgentVersion, *, refusals: list[str], organization: Organization | None = None
+    ) -> AgentVersion:
         """Simulate the draft's eval cases unless its config already has a scorecard, then ask the gate.
 
         A refusal (a failing scorecard) leaves the template as a draft and is reported.
         """
         try:
             if scorecards.latest(draft) is None:
-                self.stdout.write(f"  {draft.agent.slug} v{draft.number}: simulating its eval cases…")
-                card = scorecards.score(draft)
+                owner = organization.slug if organization else "template"
+                self.stdout.write(f"  {owner}/{draft.agent.slug} v{draft.number}: simulating its eval cases…")
+                card = scorecards.score(draft, organization=organization)
                 self.stdout.write(f"    scorecard #{card.pk}: {'passed' if card.passed else 'FAILED'}")
             return gate.publish(draft)
         except (gate.PublishRefused, scorecards.SimulationError) as refused:

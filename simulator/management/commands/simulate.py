@@ -1,4 +1,7 @@
-"""`python manage.py simulate <agent> [--version N] [--case NAME | --all] [--weeks 6] [--seed S] [--json]`.
+"""`python manage.py simulate <agent> [--organization SLUG] [--version N] [--case NAME | --all] [--weeks 6] [--json]`.
+
+The agent is the template with that slug, or with --organization that
+organization's own agent (simulated in its `<slug>-sim` shadow).
 
 Runs the version's eval cases on the virtual clock and prints each case's
 timeline and the scorecard table; with --json, only the scorecard dict goes
@@ -13,7 +16,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agents.models import Agent, AgentVersion
+from agents.models import Agent, AgentVersion, Organization
 from simulator import report, scorecards
 
 
@@ -26,6 +29,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("agent", help="agent slug")
+        parser.add_argument("--organization", metavar="SLUG", help="that organization's agent (default: the template)")
         parser.add_argument("--version", type=int, dest="number", help="version number (default: latest valid)")
         which = parser.add_mutually_exclusive_group()
         which.add_argument("--case", action="append", dest="cases", metavar="NAME", help="run this case (repeatable)")
@@ -35,14 +39,20 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the scorecard as JSON, no progress bar")
 
     def handle(self, *args, **options) -> None:
-        version = pick_version(options["agent"], number=options["number"])
+        organization = None
+        if options["organization"]:
+            organization = Organization.objects.filter(slug=options["organization"]).first()
+            if organization is None:
+                raise CommandError(f"unknown organization {options['organization']!r}")
+        version = pick_version(options["agent"], number=options["number"], organization=organization)
         if options["weeks"] is not None and options["weeks"] < 1:
             raise CommandError("--weeks must be at least 1")
         as_json = options["json"]
         bar = None if as_json else report.ProgressBar(self._write_err, redraw=self.stderr.isatty())
         try:
             cases = scorecards.select_cases(version, names=options["cases"])
-            run_options = {"seed": options["seed"], "weeks": options["weeks"], "progress": bar}
+            run_options = {"seed": options["seed"], "weeks": options["weeks"], "progress": bar,
+                           "organization": organization}
             if options["cases"] is None:
                 card = scorecards.score(version, **run_options)
                 results, scorecard = card.simulation.results, scorecards.as_dict(card)
@@ -76,12 +86,17 @@ class Command(BaseCommand):
         self.stdout.write(style(report.verdict(scorecard)))
 
 
-def pick_version(slug: str, *, number: int | None) -> AgentVersion:
-    """The agent's version `number`, or its latest valid one; CommandError names the valid choices."""
-    agent = Agent.objects.filter(slug=slug).first()
+def pick_version(slug: str, *, number: int | None, organization: Organization | None = None) -> AgentVersion:
+    """The agent's version `number`, or its latest valid one; CommandError names the valid choices.
+
+    The agent is `organization`'s, or the template with that slug when `organization` is None.
+    """
+    agents = Agent.objects.filter(organization=organization)
+    agent = agents.filter(slug=slug).first()
     if agent is None:
-        known = ", ".join(Agent.objects.order_by("slug").values_list("slug", flat=True)) or "none (run seed)"
-        raise CommandError(f"unknown agent {slug!r}; choose from: {known}")
+        known = ", ".join(agents.order_by("slug").values_list("slug", flat=True)) or "none (run seed)"
+        owner = organization.slug if organization else "the templates"
+        raise CommandError(f"unknown agent {slug!r} in {owner}; choose from: {known}")
     versions = AgentVersion.objects.filter(agent=agent).select_related("agent").order_by("-number")
     valid = [version for version in versions if version.is_valid]
     if number is None:
