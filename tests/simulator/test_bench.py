@@ -34,7 +34,7 @@ def test_dispatch_rows_are_due_or_sleeping_as_asked(ids):
     bench_sql.insert_dispatch_runs(**ids, count=50, due=False)
 
     with connection.cursor() as cursor:
-        cursor.execute(dispatch.DUE_RUNS_SQL, [500])
+        cursor.execute(dispatch.DUE_RUNS_SQL, [3600, [], 500])
         due = cursor.fetchall()
 
     assert len(due) == 3
