@@ -90,9 +90,9 @@ def failed_call(ctx: EpisodeContext, message: OutboxMessage, failure: ConnectorE
         escalations.raise_outage(ctx.run.organization_id, channel=message.channel, error=error)
     if failure.outcome_unknown:
         # It may have reached the provider: the same as a crash after the call began, looked up after settling.
-        settle = timedelta(seconds=settle_seconds(connector_settle=connector.settle_seconds, channel=message.channel))
+        settle = timedelta(seconds=settle_remaining(message, connector=connector))
         held = outbox.await_lookup(ctx, message, not_before=ctx.now + settle, error=error)
-        logger.warning("run %s: %s send %s outcome unknown (%s); looked up after %s", ctx.run_id, message.channel,
+        logger.warning("run %s: %s send %s outcome unknown (%s); looked up in %s", ctx.run_id, message.channel,
                        message.pk, error, settle)
         return send_outcomes.held(held, why="its outcome is unknown; the provider is asked then")
     retry = outbox.record_retry(ctx, message, error=error, not_before=ctx.now + backoff(message.attempts))
