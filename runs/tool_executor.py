@@ -24,7 +24,7 @@ from django.conf import settings
 from connectors import message_ids, registry, suppressions
 from connectors.base import Connector, ConnectorError, OutboundMessage
 from connectors.models import Channel, Identity, InboundMessage
-from runs import compliance, faults, guardrails, leases, outbox, policy, provider_faults, send_outcomes
+from runs import clock, compliance, faults, guardrails, leases, outbox, policy, provider_faults, send_outcomes
 from runs.context import EpisodeContext
 from runs.models import Contact, Episode, EpisodeKind, EscalationKind, JournalKind, OutboxMessage, OutboxStatus
 from runs.send_outcomes import SendOutcome
@@ -182,7 +182,9 @@ def _stored_headers(inbound_message_id: int | None) -> dict:
 
 def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
           outbound: OutboundMessage) -> SendOutcome:
-    sending = outbox.begin_send(ctx, message)
+    sending = _begin_within_caps(ctx, message)
+    if isinstance(sending, SendOutcome):
+        return sending
     if sending is None:  # settled meanwhile (a human resolved it): read it again
         return deliver(ctx, OutboxMessage.objects.get(pk=message.pk))
     faults.point("before_provider_call")
@@ -196,6 +198,20 @@ def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
     faults.point("after_record")
     provider_faults.sent_after_failure(ctx, sending)
     return send_outcomes.sent(sent, adopted=False)
+
+
+def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | SendOutcome | None:
+    """begin_send, with the per-contact caps checked again under the address's lock when the plan has caps:
+    another run may have taken the last slot since this send was decided. A row already `sending` (resent
+    after a lookup said "not found") was counted when it first went out and is not checked again."""
+    contact = _contact_of(ctx, message)
+    if message.status != OutboxStatus.PENDING or contact is None or not compliance.has_caps(ctx.plan):
+        return outbox.begin_send(ctx, message)
+    with compliance.contact_lock(ctx.run.organization_id, channel=message.channel, recipient=message.recipient):
+        capped = compliance.cap_deferral(ctx, recipient=message.recipient, contact=contact, now=clock.now(ctx.run))
+        if capped is not None:
+            return send_outcomes.held(outbox.hold(ctx, message, not_before=capped[0]))
+        return outbox.begin_send(ctx, message)
 
 
 def _confirm_lease(ctx: EpisodeContext) -> None:
