@@ -14,7 +14,10 @@
 - A lookup that matched on something other than our key (SMS body hash, a call
   to the recipient) is adopted only when exactly one candidate is left after
   ruling out what another send of ours owns, and no other send of ours to the
-  recipient is itself unresolved.
+  recipient is itself unresolved. The candidates went from the organization's
+  own number, so each is some outbox row's send: with every other row either
+  recorded (its id ruled out) or settled, the one left is this row's. That is
+  a match on our sends, never on the recipient alone.
 - A failing provider raises one alert per organization and channel
   (runs.escalations.raise_outage), not one escalation per message; the first
   call that goes through again closes it.
@@ -111,13 +114,15 @@ def rule_out_our_other_sends(ctx: EpisodeContext, message: OutboxMessage, looked
     several are left, or another of our sends to the recipient is itself unresolved, nobody can tell."""
     if not looked.found or not looked.candidates:
         return looked
-    ours = OutboxMessage.objects.filter(run__organization_id=ctx.run.organization_id, channel=message.channel)
+    # The recipient first: its index (outbox_recipient_time) keeps this to the person's own history.
+    ours = OutboxMessage.objects.filter(recipient=message.recipient, channel=message.channel,
+                                        run__organization_id=ctx.run.organization_id)
     claimed = set(ours.filter(provider_message_id__in=looked.candidates).exclude(pk=message.pk)
                   .values_list("provider_message_id", flat=True))
     left = [candidate for candidate in looked.candidates if candidate not in claimed]
     if not left:
         return LookupResult(found=False)
-    rivals = ours.filter(recipient=message.recipient, provider_message_id="",
+    rivals = ours.filter(provider_message_id="",
                          status__in=(OutboxStatus.SENDING, OutboxStatus.UNCERTAIN)).exclude(pk=message.pk)
     if message.channel != Channel.VOICE:  # SMS candidates matched the body: only a rival with the same text counts
         rivals = rivals.filter(payload=message.payload)
