@@ -231,3 +231,29 @@ def test_an_sms_lookup_cannot_tell_when_another_send_of_the_same_text_is_unresol
 
     assert s.creates(twilio) == 0
     assert OutboxMessage.objects.get(pk=row.pk).status == OutboxStatus.UNCERTAIN
+
+
+def test_a_voice_lookup_never_adopts_a_call_another_send_recorded(twilio):
+    plan = s.every_channel_plan()
+    ours = s.real_run(plan)
+    theirs = s.real_run(plan, organization=ours.organization)
+    s.voice_identity(ours.organization, twilio)
+    twilio.add_call(to=s.VENDOR_NUMBER, sender=s.OUR_NUMBER, created=timezone.now())
+    other = _sending_row(theirs, h.add_episode(theirs, "start"))
+    OutboxMessage.objects.filter(pk=other.pk).update(status=OutboxStatus.SENT, channel="voice", tool="place_call",
+                                                      provider_message_id=twilio.calls[0]["sid"])
+    episode = h.add_episode(ours, "start")
+    key = outbox.idem_key(run_id=ours.pk, episode_id=episode.pk, task_key="collect_w9", tool="place_call",
+                          recipient=s.VENDOR_NUMBER, ordinal=0)
+    at = timezone.now() - timedelta(minutes=10)
+    row = OutboxMessage.objects.create(
+        idem_key=key, run=ours, episode=episode, task_key="collect_w9", tool="place_call", channel="voice",
+        recipient=s.VENDOR_NUMBER, payload={"brief": "Ask Dana for the W-9"}, status=OutboxStatus.SENDING,
+        attempts=1, created_at=at, attempted_at=at)
+
+    result, _ = s.dispatch(ours, episode, "place_call", {"to_role": "vendor", "brief": "Ask Dana for the W-9"},
+                           epoch=h.claim(ours))
+
+    assert result["status"] == "sent"
+    assert len(twilio.calls) == 2  # the lookup found only their call, so ours was placed
+    assert OutboxMessage.objects.get(pk=row.pk).provider_message_id == twilio.calls[1]["sid"]
