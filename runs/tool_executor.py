@@ -204,14 +204,20 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMes
     """begin_send, with the per-contact caps checked again under the address's lock when the plan has caps:
     another run may have taken the last slot since this send was decided. A row already `sending` (resent
     after a lookup said "not found") was counted when it first went out and is not checked again."""
+    # A simulation's caps count only its own sends, and one lease holder makes them: no race to close.
     contact = _contact_of(ctx, message)
-    if message.status != OutboxStatus.PENDING or contact is None or not compliance.has_caps(ctx.plan):
+    if (ctx.run.sim or message.status != OutboxStatus.PENDING or contact is None
+            or not compliance.has_caps(ctx.plan)):
         return outbox.begin_send(ctx, message)
     with compliance.contact_lock(ctx.run.organization_id, channel=message.channel, recipient=message.recipient):
         capped = compliance.cap_deferral(ctx, recipient=message.recipient, contact=contact, now=clock.now(ctx.run))
-        if capped is not None:
-            return send_outcomes.held(outbox.hold(ctx, message, not_before=capped[0]))
-        return outbox.begin_send(ctx, message)
+        if capped is None:
+            return outbox.begin_send(ctx, message)
+        held = outbox.hold(ctx, message, not_before=capped[0])
+    record(ctx, JournalKind.POLICY_BLOCK, {"tool": message.tool, "rule": "per_contact_cap", "cap": capped[1],
+                                           "recipient": message.recipient, "outbox_id": message.pk,
+                                           "deferred_until": capped[0].isoformat(), "at_send": True})
+    return send_outcomes.held(held)
 
 
 def _confirm_lease(ctx: EpisodeContext) -> None:
