@@ -110,3 +110,13 @@ def test_a_lookup_that_cannot_reach_the_provider_is_asked_again_later():
     looked = connector.lookup(message, sent_after=timezone.now())
 
     assert (looked.found, looked.transient) == (None, True)
+
+
+@pytest.mark.parametrize(("build", "path"), [(_sms, ""), (_email, "/v3/"), (_slack, "/api/")],
+                         ids=["twilio", "mailgun", "slack"])
+def test_a_failed_tls_handshake_is_retryable_without_a_lookup(twilio_server, build, path):
+    # HTTPS to a plain-HTTP server: the handshake fails before a byte of the request is written.
+    failure = _failure(*build(twilio_server.url.replace("http://", "https://") + path))
+
+    assert not failure.permanent and not failure.outcome_unknown
+    assert twilio_server.requests == []
