@@ -20,7 +20,7 @@ from connectors.models import DeliveryEvent, Identity
 
 __all__ = [
     "Connector", "ConnectorError", "LookupResult", "OutboundMessage", "ParsedInbound", "SendResult", "SignatureStamp",
-    "INBOUND_KINDS", "body_hash", "callback_url", "public_url_of", "recorded_delivery",
+    "INBOUND_KINDS", "body_hash", "callback_url", "claimed_by_other_keys", "public_url_of", "recorded_delivery",
 ]
 
 
@@ -58,10 +58,19 @@ class SendResult:
 
 @dataclass(frozen=True)
 class LookupResult:
-    """Was this idempotency key sent? found: True / False / None (the provider could not say)."""
+    """Was this idempotency key sent? found: True / False / None (the provider could not say).
+
+    `transient`: with found None, the provider could not be asked now (unreachable, 5xx, 429, its records
+    not settled yet): ask again later. Without it, None means nobody can tell, and a human decides.
+    `candidates`: found on something other than our key (an SMS body hash, a call to the recipient in the
+    window): every provider id that matched and no other key of ours claims, so the runtime can rule out
+    the ones another send of its own owns. Empty when the match is on our key or our metadata.
+    """
 
     found: bool | None
     provider_message_id: str | None = None
+    transient: bool = False
+    candidates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,9 @@ class Connector(ABC):
     """Base class. Subclasses set `channel` and implement the four methods."""
 
     channel: str = ""
+    # Seconds after an attempt whose outcome is unknown before a lookup may be trusted: the provider's
+    # records (and a slow acceptance) catch up. None: LUCIA_SEND_SETTLE_SECONDS.
+    settle_seconds: float | None = None
 
     def __init__(self, identity: Identity, *, secrets: dict[str, str]) -> None:
         self.identity = identity
@@ -155,6 +167,14 @@ def callback_url(path: str, *, idem_key: str | None = None) -> str:
 def recorded_delivery(channel: str, idem_key: str) -> DeliveryEvent | None:
     """A tracking event already received for this key: proof the provider accepted the send."""
     return DeliveryEvent.objects.filter(channel=channel, idem_key=idem_key).exclude(provider_message_id="").first()
+
+
+def claimed_by_other_keys(channel: str, provider_ids: list[str], *, idem_key: str) -> set[str]:
+    """Of `provider_ids`, those a status callback already tied to another of our keys: not this send."""
+    if not provider_ids:
+        return set()
+    events = DeliveryEvent.objects.filter(channel=channel, provider_message_id__in=provider_ids)
+    return set(events.exclude(idem_key="").exclude(idem_key=idem_key).values_list("provider_message_id", flat=True))
 
 
 def public_url_of(request: HttpRequest) -> str:

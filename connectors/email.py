@@ -45,7 +45,7 @@ from connectors.base import (
     SignatureStamp,
     recorded_delivery,
 )
-from connectors.errors import ConnectorError
+from connectors.errors import ConnectorError, transport_error
 from connectors.models import Channel
 
 BACKEND = "anymail.backends.mailgun.EmailBackend"
@@ -96,15 +96,21 @@ class EmailConnector(Connector):
             return LookupResult(found=True, provider_message_id=event.provider_message_id)
         try:
             items = self._accepted_events(to=message.to, begin=sent_after - CLOCK_SLACK)
-        except (requests.RequestException, ValueError, KeyError, ConnectorError):
+        except requests.HTTPError as exc:
+            status = exc.response.status_code if exc.response is not None else 500
+            return LookupResult(found=None, transient=status == 429 or status >= 500)
+        except requests.RequestException:
+            return LookupResult(found=None, transient=True)
+        except (ValueError, KeyError, ConnectorError):
             return LookupResult(found=None)
         for item in items:
             if (item.get("user-variables") or {}).get("idem_key") == message.idem_key:
                 headers = (item.get("message") or {}).get("headers") or {}
                 return LookupResult(found=True, provider_message_id=headers.get("message-id"))
-        # Provider time is wall time, never a run's virtual clock.
-        settled = time.time() - sent_after.timestamp() >= EVENTS_SETTLE_S
-        return LookupResult(found=False if settled else None)
+        # Provider time is wall time, never a run's virtual clock. Too early to trust an empty answer: ask again.
+        if time.time() - sent_after.timestamp() < EVENTS_SETTLE_S:
+            return LookupResult(found=None, transient=True)
+        return LookupResult(found=False)
 
     def verify_request(self, request: HttpRequest) -> bool:
         """Mailgun's HMAC of timestamp + token under this identity's (or the site's) signing key."""
@@ -194,9 +200,10 @@ def _connector_error(exc: AnymailError) -> ConnectorError:
     response = getattr(exc, "response", None)
     status = response.status_code if response is not None else None
     if status is None:
-        # No HTTP answer (timeout, dropped connection): the request may have been accepted.
-        is_transport = isinstance(exc, requests.RequestException)
-        return ConnectorError(f"Mailgun: {exc}", permanent=not is_transport, outcome_unknown=is_transport)
+        if not isinstance(exc, requests.RequestException):
+            return ConnectorError(f"Mailgun: {exc}", permanent=True)
+        # No HTTP answer: anymail re-raises the requests error as its cause; it tells whether anything left.
+        return transport_error(exc.__cause__ or exc, provider="Mailgun")
     if 200 <= status < 300:
         # Accepted, but the answer could not be read: it may well have been queued.
         return ConnectorError(f"Mailgun: unreadable answer ({exc})", outcome_unknown=True)

@@ -42,6 +42,8 @@ def provider_message_id_for(idem_key: str) -> str:
 
 class SandboxConnector(Connector):
     channel = Channel.SANDBOX
+    # Its records are this database: a lookup is exact at once (and a simulation's clock is virtual).
+    settle_seconds = 0
 
     def send(self, message: OutboundMessage) -> SendResult:
         # get_or_create on the unique key: a resend after a crash finds the first row.

@@ -20,7 +20,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from connectors.base import Connector, LookupResult, OutboundMessage, ParsedInbound, SendResult, SignatureStamp
-from connectors.errors import ConnectorError
+from connectors.errors import ConnectorError, transport_error
 from connectors.models import Channel
 
 EVENT_TYPE = "lucia_send"
@@ -81,8 +81,8 @@ class SlackConnector(Connector):
                 cursor = (response.get("response_metadata") or {}).get("next_cursor")
                 if not cursor:
                     return LookupResult(found=False)
-        except CLIENT_ERRORS:
-            return LookupResult(found=None)
+        except CLIENT_ERRORS as exc:
+            return _lookup_failure(exc)
         # More pages than looked at: cannot say it is absent.
         return LookupResult(found=None)
 
@@ -182,4 +182,12 @@ def _connector_error(exc: Exception) -> ConnectorError:
             return ConnectorError(f"Slack: {error}", permanent=True, code=error)
         # ratelimited (429) was refused; a 5xx may have posted before failing.
         return ConnectorError(f"Slack: {error or status}", code=error, outcome_unknown=status >= 500)
-    return ConnectorError(f"Slack request failed: {exc}", outcome_unknown=True)
+    return transport_error(exc, provider="Slack")
+
+
+def _lookup_failure(exc: Exception) -> LookupResult:
+    """Unreachable, rate-limited or a 5xx: ask again later. An API error that will not change cannot answer."""
+    if isinstance(exc, SlackApiError):
+        status = exc.response.status_code
+        return LookupResult(found=None, transient=status == 429 or status >= 500)
+    return LookupResult(found=None, transient=True)

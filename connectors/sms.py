@@ -1,8 +1,13 @@
 """SMS through Twilio Programmable Messaging.
 
 The idempotency key rides in the status-callback URL (`?k=`); Twilio's message
-resource does not echo that URL back, so lookup lists recent messages from our
-number to the recipient and matches the body hash instead.
+resource does not echo that URL back. Lookup first reads the status callbacks
+received for the key (a match on our key); failing that it lists messages from
+our number to the recipient since the attempt and keeps those whose body hash
+matches and whose status callback did not name another of our keys. Those are
+only candidates: the runtime rules out ids another send of its own owns before
+adopting one (runs.tool_executor), so another run's identical text to the same
+person is never taken for this one.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from connectors.base import (
     SignatureStamp,
     body_hash,
     callback_url,
+    claimed_by_other_keys,
     recorded_delivery,
 )
 from connectors.models import Channel
@@ -65,12 +71,15 @@ class SmsConnector(Connector):
                 to=message.to, from_=self.identity.address, limit=twilio_client.LOOKUP_LIMIT
             )
             candidates = twilio_client.recent(records, since=sent_after - CLOCK_SLACK)
-        except twilio_client.PROVIDER_ERRORS:
-            return LookupResult(found=None)
-        for record in candidates:
-            if body_hash(_without_trial_prefix(record.body or "")) == wanted:
-                return LookupResult(found=True, provider_message_id=record.sid)
-        return LookupResult(found=False)
+        except twilio_client.PROVIDER_ERRORS as exc:
+            return twilio_client.lookup_failure(exc)
+        matching = [record.sid for record in candidates
+                    if body_hash(_without_trial_prefix(record.body or "")) == wanted]
+        others = claimed_by_other_keys(self.channel, matching, idem_key=message.idem_key)
+        matching = [sid for sid in matching if sid not in others]
+        if not matching:
+            return LookupResult(found=False)
+        return LookupResult(found=True, provider_message_id=matching[0], candidates=tuple(matching))
 
     def verify_request(self, request: HttpRequest) -> bool:
         return twilio_client.verify(request, auth_token=self.secrets.get("auth_token", ""))

@@ -18,8 +18,8 @@ from twilio.request_validator import RequestValidator
 from twilio.rest import Client
 from twilio.twiml.voice_response import VoiceResponse
 
-from connectors.base import public_url_of
-from connectors.errors import ConnectorError
+from connectors.base import LookupResult, public_url_of
+from connectors.errors import ConnectorError, transport_error
 
 # Errors after which the same request can never succeed.
 # 21610: recipient replied STOP; 21211: invalid To number; 21614: not a mobile number;
@@ -51,7 +51,14 @@ def connector_error(exc: Exception) -> ConnectorError:
             return ConnectorError(exc.msg or f"Twilio {exc.status}", permanent=True, code=code)
         # 429 means refused; a 5xx may have been processed before failing.
         return ConnectorError(exc.msg or f"Twilio {exc.status}", code=code, outcome_unknown=exc.status >= 500)
-    return ConnectorError(f"Twilio request failed: {exc}", outcome_unknown=True)
+    return transport_error(exc, provider="Twilio")
+
+
+def lookup_failure(exc: Exception) -> LookupResult:
+    """A list call that failed: the provider could not be asked now (unreachable, 5xx, 429), so ask again
+    later; a refusal that will not change (bad credentials) cannot answer at all."""
+    transient = not isinstance(exc, TwilioRestException) or exc.status == 429 or exc.status >= 500
+    return LookupResult(found=None, transient=transient)
 
 
 def recent(records: Iterator[Any], *, since: datetime) -> list[Any]:

@@ -1,9 +1,12 @@
 """Phone calls through Twilio Voice: say the brief, record the answer, get a transcript back.
 
 The key rides in the status-callback and transcription-callback URLs (`?k=`).
-A call resource keeps neither its TwiML nor its callback URLs, so lookup can
-only find calls from our number to the recipient in the window: exactly one
-is this send, none is "not sent", several cannot be told apart (unknown).
+A call resource keeps neither its TwiML nor its callback URLs, so lookup reads
+the status callbacks received for the key first (a match on our key); failing
+that, calls from our number to the recipient since the attempt whose callbacks
+did not name another of our keys are candidates: none is "not sent"; the
+runtime rules out those another send of its own owns, and adopts only a single
+one left (several cannot be told apart).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from connectors.base import (
     SendResult,
     SignatureStamp,
     callback_url,
+    claimed_by_other_keys,
     recorded_delivery,
 )
 from connectors.models import Channel
@@ -41,8 +45,10 @@ class VoiceConnector(Connector):
         )
         status_callback = message.status_callback_url or callback_url(STATUS_PATH, idem_key=message.idem_key)
         try:
+            # Every state change, not only "completed": an early callback carrying the key settles a lookup.
             call = client.calls.create(
-                to=message.to, from_=self.identity.address, twiml=twiml, status_callback=status_callback
+                to=message.to, from_=self.identity.address, twiml=twiml, status_callback=status_callback,
+                status_callback_event=["initiated", "ringing", "answered", "completed"],
             )
         except twilio_client.PROVIDER_ERRORS as exc:
             raise twilio_client.connector_error(exc) from exc
@@ -56,13 +62,14 @@ class VoiceConnector(Connector):
             client = twilio_client.make_client(self._credentials())
             records = client.calls.stream(to=message.to, from_=self.identity.address, limit=twilio_client.LOOKUP_LIMIT)
             calls = twilio_client.recent(records, since=sent_after - CLOCK_SLACK)
-        except twilio_client.PROVIDER_ERRORS:
-            return LookupResult(found=None)
-        if not calls:
+        except twilio_client.PROVIDER_ERRORS as exc:
+            return twilio_client.lookup_failure(exc)
+        sids = [call.sid for call in calls]
+        others = claimed_by_other_keys(self.channel, sids, idem_key=message.idem_key)
+        sids = [sid for sid in sids if sid not in others]
+        if not sids:
             return LookupResult(found=False)
-        if len(calls) == 1:
-            return LookupResult(found=True, provider_message_id=calls[0].sid)
-        return LookupResult(found=None)
+        return LookupResult(found=True, provider_message_id=sids[0], candidates=tuple(sids))
 
     def verify_request(self, request: HttpRequest) -> bool:
         return twilio_client.verify(request, auth_token=self.secrets.get("auth_token", ""))

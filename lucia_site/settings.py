@@ -105,6 +105,13 @@ LUCIA_LEASE_SECONDS = env_int("LUCIA_LEASE_SECONDS", 90)
 LUCIA_HEARTBEAT_SECONDS = env_int("LUCIA_HEARTBEAT_SECONDS", 30)
 LUCIA_EPISODE_MAX_ATTEMPTS = env_int("LUCIA_EPISODE_MAX_ATTEMPTS", 3)
 LUCIA_SLICE_STEP_CAP = env_int("LUCIA_SLICE_STEP_CAP", 20)
+# Sends under provider faults (runs.tool_executor): an attempt whose outcome is unknown is looked up only this
+# long after it was made; a send the provider never got is retried after RETRY seconds, doubling up to MAX;
+# a lookup the provider cannot answer for now is asked again up to LOOKUP_TRIES times, then a human decides.
+LUCIA_SEND_SETTLE_SECONDS = env_int("LUCIA_SEND_SETTLE_SECONDS", 120)
+LUCIA_SEND_RETRY_SECONDS = env_int("LUCIA_SEND_RETRY_SECONDS", 30)
+LUCIA_SEND_RETRY_MAX_SECONDS = env_int("LUCIA_SEND_RETRY_MAX_SECONDS", 900)
+LUCIA_SEND_LOOKUP_TRIES = env_int("LUCIA_SEND_LOOKUP_TRIES", 5)
 
 # --- Email (anymail) ------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "anymail.backends.test.EmailBackend")

@@ -146,8 +146,8 @@ class AnswerForm(forms.Form):
 class EscalationAdmin(ReadOnlyAdmin):
     """The escalation inbox: open questions first; answer or resolve from the change page."""
 
-    list_display = ["id", "organization", "kind", "status", "run", "short_prompt", "created_at"]
-    list_filter = ["status", "kind", "organization"]
+    list_display = ["id", "organization", "kind", "channel", "status", "run", "short_prompt", "created_at"]
+    list_filter = ["status", "kind", "channel", "organization"]
     search_fields = ["=id", "=run__id", "prompt"]
     list_select_related = ["organization", "run"]
     raw_id_fields = ["run", "episode", "outbox_message"]

@@ -9,8 +9,12 @@ text is added by the runtime, so the model cannot forget it.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from django.db import connection, transaction
 
 from connectors import suppressions
 from runs import outbox, policy
@@ -83,22 +87,43 @@ def check(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, conta
     return None
 
 
-def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact) -> tuple[datetime, str] | None:
+def has_caps(plan: dict) -> bool:
+    caps = (plan.get("compliance") or {}).get("per_contact_caps") or {}
+    return any(caps.get(name) for name, _ in CAP_WINDOWS)
+
+
+@contextlib.contextmanager
+def contact_lock(organization_id: int, *, channel: str, recipient: str) -> Iterator[None]:
+    """A transaction holding the organization's lock on one address: checking a cap and recording the send
+    (the row turning `sending`, which the caps count) happen inside it, so two runs writing to the same person
+    at once cannot both see room for one more message. A transaction-level advisory lock: it is released by
+    the commit, never held across the provider call (which comes after)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                       [f"lucia:contact:{organization_id}:{channel}:{recipient}"])
+        yield
+
+
+def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact,
+                 now: datetime | None = None) -> tuple[datetime, str] | None:
     """(when the cap frees up, which cap) when another send to `recipient` would exceed a cap, else None.
 
     Caps count the organization's sends to the recipient (every run, rolling
     windows on the run's clock): one person gets at most per_day messages a
-    day from the organization, however many agents chase them.
+    day from the organization, however many agents chase them. `now`: the
+    instant to count up to when it is later than the episode's (a check
+    under the address's lock must see sends recorded since the episode began).
     """
+    now = now or ctx.now
     caps = (ctx.plan.get("compliance") or {}).get("per_contact_caps") or {}
     limits = [(name, int(caps[name]), span) for name, span in CAP_WINDOWS if caps.get(name)]
     if not limits:
         return None
     longest = max(span for _, _, span in limits)
-    times = outbox.recent_send_times(ctx.run, recipient=recipient, since=ctx.now - longest, until=ctx.now)
+    times = outbox.recent_send_times(ctx.run, recipient=recipient, since=now - longest, until=now)
     free_at, rule = None, ""
     for name, limit, span in limits:
-        inside = [at for at in times if at > ctx.now - span]
+        inside = [at for at in times if at > now - span]
         if len(inside) >= limit:
             # The window holds `limit - 1` sends once this one ages out.
             candidate = inside[len(inside) - limit] + span
@@ -107,4 +132,4 @@ def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact) -> tu
     if free_at is None:
         return None
     tz = policy.resolve_timezone(ctx.plan, contact_tz=contact.timezone, org_tz=ctx.run.organization.default_timezone)
-    return policy.clamp_defer(ctx.plan, requested=free_at, now=ctx.now, tz=tz, run_id=ctx.run.offset_key), rule
+    return policy.clamp_defer(ctx.plan, requested=free_at, now=now, tz=tz, run_id=ctx.run.offset_key), rule

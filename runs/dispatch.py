@@ -1,36 +1,73 @@
 """Timers: enqueue runs with due episodes, and reap episodes whose worker died.
 
-Both run every minute from the `runs.tasks.dispatch_due` schedule. Due times
-and lease checks use the database clock, like the leases themselves;
-`statement_timestamp()` rather than `now()`, which stands still for the whole
-of an enclosing transaction. Simulated runs are skipped: the simulator drives
-them on their virtual clock.
+Both run from the `runs.tasks.dispatch_due` schedule (every minute) and from
+the worker supervisor's tick (every few seconds), possibly in several
+processes at once. Each is a loop of short claims, healthchecks' `sendalerts`
+style: claim a batch by a conditional UPDATE, act on each item, repeat until
+nothing is left or the slice's time budget is spent; one item's failure is
+logged and skipped, never blocking the others.
+
+Due times and lease checks use the database clock, like the leases
+themselves; `statement_timestamp()` rather than `now()`, which stands still
+for the whole of an enclosing transaction. Simulated runs are skipped: the
+simulator drives them on their virtual clock. Ended runs are never queued.
 """
+
+from __future__ import annotations
 
 import logging
 import os
 import socket
+import time
 
-from django.db import connection
+from django.db import connection, transaction
 
-from runs import execution, leases, queue
+from runs import clock, execution, leases, queue
 from runs.models import Episode, EpisodeStatus
 
 logger = logging.getLogger(__name__)
 
-# Walks the partial index episode_due (status='queued', by due_at): the cost follows
-# the number of due episodes, not the number of sleeping runs.
+BATCH = 500
+REAP_BATCH = 100
+
+# Candidates: walks the partial index episode_due (status='queued', by due_at), so the cost follows the
+# number of due episodes, not the number of sleeping runs. Runs with a live lease (being advanced) or a task
+# already waiting (advance_enqueued_at) are left out, so a backed-up queue is not fed the same runs again.
+# Params: stale mark seconds, run ids to skip (failed earlier in this pass), limit.
 DUE_RUNS_SQL = """
-SELECT e.run_id
+SELECT e.run_id, min(e.due_at) AS first_due
   FROM runs_episode e
   JOIN runs_run r ON r.id = e.run_id
  WHERE e.status = 'queued' AND e.due_at <= statement_timestamp()
    AND NOT r.sim AND r.status IN ('active', 'waiting', 'waiting_human')
    AND (r.lease_owner IS NULL OR r.lease_expires_at < statement_timestamp())
+   AND (r.advance_enqueued_at IS NULL
+        OR r.advance_enqueued_at < statement_timestamp() - make_interval(secs => %s))
+   AND NOT (e.run_id = ANY(%s))
  GROUP BY e.run_id
  ORDER BY min(e.due_at)
  LIMIT %s
 """
+
+# Marks the candidates, re-checked under the row lock (another dispatcher may have marked them since the
+# snapshot). SKIP LOCKED: a row locked elsewhere is being marked by another dispatcher, enqueued by an event,
+# or fenced by its worker; none of them needs this pass. Rows locked in id order: no deadlock between passes.
+CLAIM_DUE_SQL = f"""
+WITH due AS ({DUE_RUNS_SQL}),
+locked AS (
+    SELECT r.id FROM runs_run r JOIN due ON due.run_id = r.id
+     WHERE r.status IN ('active', 'waiting', 'waiting_human')
+       AND (r.lease_owner IS NULL OR r.lease_expires_at < statement_timestamp())
+       AND (r.advance_enqueued_at IS NULL
+            OR r.advance_enqueued_at < statement_timestamp() - make_interval(secs => %s))
+     ORDER BY r.id
+       FOR NO KEY UPDATE OF r SKIP LOCKED
+)
+UPDATE runs_run r SET advance_enqueued_at = statement_timestamp()
+  FROM locked JOIN due ON due.run_id = locked.id
+ WHERE r.id = locked.id
+RETURNING r.id, due.first_due
+"""  # noqa: S608 (composed of constants; every value is a parameter)
 
 # Uses the partial index episode_running (status='running').
 ORPHANED_RUNS_SQL = """
@@ -39,39 +76,82 @@ SELECT DISTINCT e.run_id
   JOIN runs_run r ON r.id = e.run_id
  WHERE e.status = 'running' AND NOT r.sim
    AND (r.lease_owner IS NULL OR r.lease_expires_at < statement_timestamp())
+   AND NOT (e.run_id = ANY(%s))
  LIMIT %s
 """
 
 
-def dispatch_due(*, limit: int = 500) -> int:
-    """Enqueue advance_run for real runs with a due episode and no live lease; returns how many."""
-    return queue.enqueue_run_ids(_run_ids(DUE_RUNS_SQL, limit))
+def dispatch_due(*, batch: int = BATCH, budget_s: float | None = None) -> int:
+    """Enqueue advance_run for every real open run with a due episode, no live lease and no task waiting.
+
+    Loops until none is left or the budget (a share of django-q2's timeout) is spent. Returns how many were
+    enqueued.
+    """
+    deadline = time.monotonic() + (queue.slice_seconds() if budget_s is None else budget_s)
+    enqueued, failed = 0, []
+    while True:
+        claimed, failures = _claim_and_enqueue(batch=batch, skip=failed)
+        enqueued += len(claimed) - len(failures)
+        failed += failures
+        # Rows skipped as locked shorten a batch too: only an empty one means nothing is left.
+        if not claimed or time.monotonic() >= deadline:
+            return enqueued
 
 
-def reap_expired(*, limit: int = 100) -> int:
+def reap_expired(*, batch: int = REAP_BATCH, budget_s: float | None = None) -> int:
     """Requeue episodes left running under an expired lease (or fail them past the attempt limit).
 
     The reaper claims the run's lease first, so it is fenced like any worker and
-    a zombie holding the old epoch can no longer write. Returns episodes reaped.
+    a zombie holding the old epoch can no longer write. A run that fails to be
+    reaped is logged and skipped for the rest of the pass. Returns episodes reaped.
     """
+    deadline = time.monotonic() + (queue.slice_seconds() if budget_s is None else budget_s)
     owner = f"reaper:{socket.gethostname()}:{os.getpid()}"
-    reaped = 0
-    for run_id in _run_ids(ORPHANED_RUNS_SQL, limit):
-        epoch = leases.claim(run_id, owner=owner)
-        if epoch is None:
-            continue  # a worker took it meanwhile; it resumes the episode itself
-        try:
-            reaped += _reap_run(run_id, epoch=epoch)
-        except leases.LeaseLost:
-            logger.warning("run %s: reaper lost the lease", run_id)
-        finally:
-            leases.release(run_id, epoch=epoch)
+    reaped, seen = 0, []
+    while time.monotonic() < deadline:
+        run_ids = _run_ids(ORPHANED_RUNS_SQL, [seen, batch])
+        if not run_ids:
+            break
+        seen += run_ids
+        for run_id in run_ids:
+            try:
+                reaped += _reap(run_id, owner=owner)
+            except Exception:
+                logger.exception("run %s: reaping failed; the next pass tries again", run_id)
     return reaped
+
+
+def _claim_and_enqueue(*, batch: int, skip: list[int]) -> tuple[list[int], list[int]]:
+    """(run ids claimed by this batch, longest-waiting first; those whose enqueue failed)."""
+    stale = queue.stale_after_seconds()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(CLAIM_DUE_SQL, [stale, skip, batch, stale])
+        claimed = [run_id for run_id, _ in sorted(cursor.fetchall(), key=lambda row: (row[1], row[0]))]
+        failed = queue.enqueue_marked(claimed)
+    return claimed, failed
+
+
+def _reap(run_id: int, *, owner: str) -> int:
+    epoch = leases.claim(run_id, owner=owner)
+    if epoch is None:
+        return 0  # a worker took it meanwhile; it resumes the episode itself
+    try:
+        return _reap_run(run_id, epoch=epoch)
+    except leases.LeaseLost:
+        logger.warning("run %s: reaper lost the lease", run_id)
+        return 0
+    finally:
+        leases.release(run_id, epoch=epoch)
 
 
 def _reap_run(run_id: int, *, epoch: int) -> int:
     with leases.fence(run_id, epoch=epoch) as run:
         episodes = list(Episode.objects.filter(run_id=run_id, status=EpisodeStatus.RUNNING).order_by("seq"))
+        if not run.is_open:
+            # Cancelled or ended while a worker ran it: the episode ends with the run, nothing is queued.
+            for episode in episodes:
+                _fail_with_run(run, episode)
+            return len(episodes)
         requeued = False
         for episode in episodes:
             error = episode.error or f"lease of epoch {episode.lease_epoch} expired while running"
@@ -82,8 +162,14 @@ def _reap_run(run_id: int, *, epoch: int) -> int:
     return len(episodes)
 
 
-def _run_ids(sql: str, limit: int) -> list[int]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [limit])
-        return [row[0] for row in cursor.fetchall()]
+def _fail_with_run(run, episode: Episode) -> None:
+    episode.fail()
+    episode.error = f"run {run.status} while the episode ran"
+    episode.finished_at = clock.now(run)
+    episode.save(update_fields=["status", "error", "finished_at"])
 
+
+def _run_ids(sql: str, params: list) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]

@@ -64,6 +64,32 @@ def open_unmatched(
     )
 
 
+def raise_outage(organization_id: int, *, channel: str, error: str) -> None:
+    """One open alert per organization and channel while its provider fails (a second call adds nothing).
+
+    Run-less, like unmatched inbound: no run waits on it. The sends it is about
+    stay held in the outbox and go out by themselves (clear_outage closes it).
+    ON CONFLICT DO NOTHING on the partial unique index: concurrent workers
+    hitting the same outage open one alert.
+    """
+    Escalation.objects.bulk_create([Escalation(
+        organization_id=organization_id, kind=EscalationKind.PROVIDER_OUTAGE, channel=channel,
+        prompt=(f"The {channel} provider is failing ({error[:300]}). Sends on this channel are held and retried "
+                "by themselves; this alert closes when one goes through. Check the provider's status page "
+                "and this organization's credentials."),
+        context={"channel": channel, "error": error[:1000]}, raised_at=clock.wall_now(),
+    )], ignore_conflicts=True)
+
+
+def clear_outage(organization_id: int, *, channel: str) -> int:
+    """The provider answered again: close the open outage alert (if any); returns how many were closed."""
+    return Escalation.objects.filter(
+        organization_id=organization_id, kind=EscalationKind.PROVIDER_OUTAGE, channel=channel,
+        status=EscalationStatus.OPEN,
+    ).update(status=EscalationStatus.RESOLVED, answer="the provider answered again", answered_via="runtime",
+             answered_at=clock.wall_now())
+
+
 def answer(
     escalation: Escalation, *, answer: str, by_user=None, by_key: ApiKey | None = None, via: str
 ) -> Episode | None:

@@ -16,7 +16,7 @@ from datetime import datetime
 from django.db.models import Min, Q
 
 from connectors import addresses
-from runs import escalations
+from runs import clock, escalations
 from runs.context import EpisodeContext
 from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Run
 
@@ -45,10 +45,12 @@ def find(key: str) -> OutboxMessage | None:
     return OutboxMessage.objects.filter(idem_key=key).first()
 
 
-def pending_for(run_id: int) -> list[OutboxMessage]:
-    """The run's rows waiting to be sent (held by the window or a cap, a transient failure, or a human said
-    "it was not sent"), oldest first."""
-    return list(OutboxMessage.objects.filter(run_id=run_id, status=OutboxStatus.PENDING).order_by("created_at", "id"))
+def unsettled_for(run_id: int) -> list[OutboxMessage]:
+    """The run's rows waiting to be sent (held by the window or a cap, refused by the provider for now, or a
+    human said "it was not sent") or waiting for a lookup (`sending`: the outcome of an attempt is unknown),
+    oldest first."""
+    rows = OutboxMessage.objects.filter(run_id=run_id, status__in=(OutboxStatus.PENDING, OutboxStatus.SENDING))
+    return list(rows.order_by("created_at", "id"))
 
 
 def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datetime) -> list[datetime]:
@@ -94,19 +96,24 @@ def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -
 
 
 def earliest_held(run_id: int) -> datetime | None:
-    """When the run's first held row may go out; None when nothing is held."""
-    rows = OutboxMessage.objects.filter(run_id=run_id, status=OutboxStatus.PENDING, not_before__isnull=False)
+    """When the run's first held row may go out (or be looked up); None when nothing is held."""
+    rows = OutboxMessage.objects.filter(run_id=run_id, status__in=(OutboxStatus.PENDING, OutboxStatus.SENDING),
+                                        not_before__isnull=False)
     return rows.aggregate(at=Min("not_before"))["at"]
 
 
 def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | None:
-    """pending|sending → sending with one more attempt; None when the row moved on (nothing to send)."""
+    """pending|sending → sending with one more attempt, stamped with the wall time of the attempt (a later
+    lookup waits for its settle window from there); None when the row moved on (nothing to send)."""
     with ctx.fence():
         locked = _locked(message)
         if locked.status not in (OutboxStatus.PENDING, OutboxStatus.SENDING):
             return None
         locked.begin_send()
-        locked.save(update_fields=["status", "attempts"])
+        locked.attempted_at = clock.wall_now()
+        locked.not_before = None
+        locked.lookups = 0
+        locked.save(update_fields=["status", "attempts", "attempted_at", "not_before", "lookups"])
     return locked
 
 
@@ -118,7 +125,8 @@ def record_sent(ctx: EpisodeContext, message: OutboxMessage, *, provider_message
             locked.provider_message_id = (provider_message_id or "")[:200]
             locked.sent_at = ctx.now
             locked.error = ""
-            locked.save(update_fields=["status", "provider_message_id", "sent_at", "error"])
+            locked.not_before = None
+            locked.save(update_fields=["status", "provider_message_id", "sent_at", "error", "not_before"])
     return locked
 
 
@@ -141,6 +149,38 @@ def record_not_sent(ctx: EpisodeContext, message: OutboxMessage, *, error: str) 
             locked.mark_not_sent()
             locked.error = error[:4000]
             locked.save(update_fields=["status", "error"])
+    return locked
+
+
+def record_retry(ctx: EpisodeContext, message: OutboxMessage, *, error: str, not_before: datetime) -> OutboxMessage:
+    """sending → pending until `not_before`: the provider certainly did not take it (nothing left the process,
+    or it refused for now), so it is sent again then, with no lookup and no human."""
+    with ctx.fence():
+        locked = _locked(message)
+        if locked.status == OutboxStatus.SENDING:
+            locked.mark_not_sent()
+            locked.error = error[:4000]
+            locked.not_before = not_before
+            locked.save(update_fields=["status", "error", "not_before"])
+    return locked
+
+
+def await_lookup(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime, error: str = "",
+                 lookup_failed: bool = False) -> OutboxMessage:
+    """Keep a `sending` row until `not_before`, when the provider is asked whether it took it. Nothing is sent
+    again before that lookup says "not found". `lookup_failed`: a lookup could not be answered now (counted)."""
+    with ctx.fence():
+        locked = _locked(message)
+        if locked.status == OutboxStatus.SENDING:
+            locked.not_before = not_before
+            fields = ["not_before"]
+            if error:
+                locked.error = error[:4000]
+                fields.append("error")
+            if lookup_failed:
+                locked.lookups += 1
+                fields.append("lookups")
+            locked.save(update_fields=fields)
     return locked
 
 

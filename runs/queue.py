@@ -3,31 +3,97 @@
 `async_task` inserts a queue row through the ORM on the default connection, so
 an enqueue made inside the caller's transaction commits or rolls back with it:
 a rolled-back start or event leaves no task behind.
+
+At most one advance task waits per run: `Run.advance_enqueued_at` is set by a
+conditional UPDATE in the transaction that inserts the queue row and cleared
+when a task starts. An enqueue that finds it set adds nothing: the waiting
+task will drain whatever the caller made due (the UPDATE locks the run row,
+so a task starting meanwhile waits for the caller's commit and then sees its
+episode). A mark older than django-q2's `retry` (a task lost with its queue
+row) no longer counts.
 """
 
-from collections.abc import Iterable
+from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+
+from django.conf import settings
+from django.db import connection, transaction
 from django_q.tasks import async_task
 
 from runs.models import Run
 
+logger = logging.getLogger(__name__)
+
 ADVANCE_TASK = "runs.tasks.advance_run"
+# A work slice (one dispatch pass, one advance_run drain) stops starting new work after this share of
+# django-q2's task timeout, so it ends well before the cluster kills it.
+SLICE_SHARE_OF_TIMEOUT = 1 / 3
+
+# Locks the run row whatever its mark (a task starting meanwhile waits for this transaction), keeps a live
+# mark as it is, and says whether a task must be queued.
+MARK_ONE_SQL = """
+UPDATE runs_run r
+   SET advance_enqueued_at = CASE WHEN old.stale THEN statement_timestamp() ELSE old.advance_enqueued_at END
+  FROM (SELECT id, advance_enqueued_at,
+               (advance_enqueued_at IS NULL
+                OR advance_enqueued_at < statement_timestamp() - make_interval(secs => %s)) AS stale
+          FROM runs_run WHERE id = %s FOR NO KEY UPDATE) old
+ WHERE r.id = old.id
+RETURNING old.stale
+"""
 
 
-def enqueue_advance(run: Run) -> None:
-    """Ask a worker to advance the run. Simulated runs are driven by the simulator, never queued."""
+def enqueue_advance(run: Run) -> bool:
+    """Ask a worker to advance the run, unless a task for it is already waiting. Simulated runs are driven
+    by the simulator, never queued. Returns whether a task was queued."""
     if run.sim:
-        return
-    _enqueue(run.pk)
+        return False
+    # No savepoint inside a caller's transaction: mark and queue row commit with it, or neither does.
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(MARK_ONE_SQL, [stale_after_seconds(), run.pk])
+        row = cursor.fetchone()
+        if not row or not row[0]:
+            return False
+        _enqueue(run.pk)
+    return True
 
 
-def enqueue_run_ids(run_ids: Iterable[int]) -> int:
-    """Enqueue already-filtered real runs (dispatch); returns how many were enqueued."""
-    count = 0
+def enqueue_marked(run_ids: Sequence[int]) -> list[int]:
+    """Queue a task for runs the caller just marked (runs.dispatch, same transaction); returns the ids that
+    failed. One failing insert never stops the others: each runs in its own savepoint, and a failed run's
+    mark is cleared so the next pass tries it again."""
+    failed = []
     for run_id in run_ids:
-        _enqueue(run_id)
-        count += 1
-    return count
+        try:
+            with transaction.atomic():
+                _enqueue(run_id)
+        except Exception:
+            logger.exception("run %s: could not enqueue advance_run", run_id)
+            failed.append(run_id)
+    if failed:
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE runs_run SET advance_enqueued_at = NULL WHERE id = ANY(%s)", [failed])
+    return failed
+
+
+def mark_started(run_id: int) -> None:
+    """A task for the run has started: later enqueues queue a new one (it would drain what they add)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_run SET advance_enqueued_at = NULL WHERE id = %s AND advance_enqueued_at IS NOT NULL",
+            [run_id],
+        )
+
+
+def stale_after_seconds() -> int:
+    """A waiting task's mark counts this long: django-q2 hands an unacknowledged task out again after `retry`."""
+    return int(settings.Q_CLUSTER["retry"]) + 60
+
+
+def slice_seconds() -> float:
+    return float(settings.Q_CLUSTER["timeout"]) * SLICE_SHARE_OF_TIMEOUT
 
 
 def _enqueue(run_id: int) -> None:

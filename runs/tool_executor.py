@@ -2,11 +2,13 @@
 
 DESIGN principle 4. The idempotency key comes from runtime state; a
 re-executed episode finds its row and recovers instead of sending again:
-`sent` adopts; `pending` sends; `sending` (a crash after the call began)
-asks the connector whether the key went out: found adopts, "not sent"
-sends, "cannot say" marks the row `uncertain` and asks a human (never a
-second send). The provider call runs outside any transaction: the row goes
-to `sending` in one fenced write and to `sent` in another.
+`sent` adopts; `pending` sends; `sending` (a crash after the call began, or
+an attempt whose outcome is unknown) asks the connector whether the key
+went out once its settle window has passed: found adopts, "not sent" sends,
+"cannot say" marks the row `uncertain` and asks a human (never a second
+send). Provider faults are classified in runs.provider_faults. The provider
+call runs outside any transaction: the row goes to `sending` in one fenced
+write and to `sent` in another.
 
 A simulated run never reaches a real provider: whatever identities its
 organization has, it sends through the sandbox connector.
@@ -15,54 +17,28 @@ organization has, it sends through the sandbox connector.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
 
 from connectors import message_ids, registry, suppressions
 from connectors.base import Connector, ConnectorError, OutboundMessage
-from connectors.models import Channel, Identity, InboundMessage, SuppressionReason
-from runs import compliance, faults, guardrails, leases, outbox, policy
+from connectors.models import Channel, Identity, InboundMessage
+from runs import clock, compliance, faults, guardrails, leases, outbox, policy, provider_faults, send_outcomes
 from runs.context import EpisodeContext
 from runs.models import Contact, Episode, EpisodeKind, EscalationKind, JournalKind, OutboxMessage, OutboxStatus
+from runs.send_outcomes import SendOutcome
 from runs.tools import escalate, record
 
 logger = logging.getLogger(__name__)
 
-# Twilio: the recipient replied STOP. Suppressed for the whole organization, like an inbound STOP.
-OPTED_OUT_CODES = {"21610"}
 # How many of the run's latest inbound messages on a channel are searched for one to thread on.
 THREAD_LOOKBACK = 20
 
 
-@dataclass(frozen=True)
-class SendOutcome:
-    """What happened to one send. status: sent | held | blocked | failed | uncertain | unavailable."""
-
-    status: str
-    message: str = ""
-    outbox_id: int | None = None
-    provider_message_id: str = ""
-    # True when an earlier attempt had already sent it (or the provider confirmed it): nothing went out now.
-    adopted: bool = False
-    # A held send: its outbox row stays pending until then, and a flush episode sends it.
-    held_until: datetime | None = None
-    # An escalation is open for it; the run waits for a human.
-    escalated: bool = False
-
-
-class SendRetry(Exception):
-    """The provider refused for now before taking the message (429, connection refused).
-
-    The row is back to `pending`; the episode fails and the worker retries it
-    with a backoff, and the retry sends the same row.
-    """
-
-
 def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, payload: dict, task_key: str,
             ordinal: int) -> SendOutcome:
-    """Send once per key. Raises SendRetry (transient refusal), ModelError (guardrail model), LeaseLost."""
+    """Send once per key. Raises ModelError (guardrail model), LeaseLost; provider faults are outcomes (held)."""
     recipient = outbox.normalize_recipient(channel, contact)
     key = outbox.idem_key(run_id=ctx.run_id, episode_id=ctx.episode.pk, task_key=task_key, tool=tool,
                           recipient=recipient, ordinal=ordinal)
@@ -83,45 +59,47 @@ def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, p
                                   ordinal=ordinal, payload=payload,
                                   not_before=hold.deferred_until if hold is not None else None)
     if _still_held(ctx, message):
-        return _held(message)
+        return send_outcomes.held(message)
     return deliver(ctx, message)
 
 
 def deliver(ctx: EpisodeContext, message: OutboxMessage) -> SendOutcome:
     """Bring one outbox row to a settled state, sending at most what is needed (the recovery table above)."""
     if message.status == OutboxStatus.SENT:
-        return _sent(message, adopted=True)
+        return send_outcomes.sent(message, adopted=True)
     if message.status == OutboxStatus.FAILED:
-        return _failed(message)
+        return send_outcomes.failed(message)
     if message.status == OutboxStatus.UNCERTAIN:
-        return _uncertain(message)
+        return send_outcomes.uncertain(message)
     connector = connector_for(ctx, message.channel)
     if connector is None:
         return _unavailable(ctx, tool=message.tool, channel=message.channel)
     outbound = build_message(ctx, message)
     if message.status == OutboxStatus.SENDING:
-        settled = _recover(ctx, message, connector=connector, outbound=outbound)
+        settled = provider_faults.recover(ctx, message, connector=connector, outbound=outbound)
         if settled is not None:
             return settled
     if suppressions.is_suppressed(ctx.run.organization_id, channel=message.channel, address=message.recipient):
         # Suppressed since the send was decided (a STOP came in): it never goes out.
-        return _failed(outbox.record_failed(ctx, message, error="the recipient opted out or bounced"))
+        return send_outcomes.failed(outbox.record_failed(ctx, message, error="the recipient opted out or bounced"))
     return _send(ctx, message, connector=connector, outbound=outbound)
 
 
 def flush_pending(ctx: EpisodeContext) -> list[SendOutcome]:
-    """Send the run's pending rows whose time has come: held sends (runs.outbox.hold), rows a transient
-    refusal left, rows a human said were "not sent". Called before every episode's own work and alone by
-    a flush episode (runs.execution).
+    """Settle the run's rows whose time has come: held sends (runs.outbox.hold), rows the provider did not
+    take (retried), rows a human said were "not sent", and `sending` rows whose lookup is due
+    (runs.provider_faults). Called before every episode's own work and alone by a flush episode (runs.execution).
 
-    A row waits while its `not_before` is ahead or its contact's send window
-    is closed; a held row whose window or cap moved on is held again to the
-    next instant it may go (a later flush episode sends it). Suppression is
-    checked again when it goes out (`deliver`). Raises SendRetry like `execute`.
+    A row waits while its `not_before` is ahead or (a new send) its contact's
+    send window is closed; a held row whose window or cap moved on is held
+    again to the next instant it may go (a later flush episode sends it).
+    Suppression is checked again when it goes out (`deliver`).
     """
     outcomes = []
-    for message in outbox.pending_for(ctx.run_id):
-        if _still_held(ctx, message) or (message.not_before is None and _window_closed(ctx, message)):
+    for message in outbox.unsettled_for(ctx.run_id):
+        if _still_held(ctx, message):
+            continue
+        if message.status == OutboxStatus.PENDING and message.not_before is None and _window_closed(ctx, message):
             continue
         outcome = deliver(ctx, message)
         record(ctx, JournalKind.NOTE, {"runtime": True, "text": f"pending {message.channel} message: {outcome.status}",
@@ -204,7 +182,9 @@ def _stored_headers(inbound_message_id: int | None) -> dict:
 
 def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
           outbound: OutboundMessage) -> SendOutcome:
-    sending = outbox.begin_send(ctx, message)
+    sending = _begin_within_caps(ctx, message)
+    if isinstance(sending, SendOutcome):
+        return sending
     if sending is None:  # settled meanwhile (a human resolved it): read it again
         return deliver(ctx, OutboxMessage.objects.get(pk=message.pk))
     faults.point("before_provider_call")
@@ -212,11 +192,32 @@ def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
     try:
         result = connector.send(outbound)
     except ConnectorError as failure:
-        return _failed_call(ctx, sending, failure, connector=connector, outbound=outbound)
+        return provider_faults.failed_call(ctx, sending, failure, connector=connector)
     faults.point("after_provider_call")
     sent = outbox.record_sent(ctx, sending, provider_message_id=result.provider_message_id)
     faults.point("after_record")
-    return _sent(sent, adopted=False)
+    provider_faults.sent_after_failure(ctx, sending)
+    return send_outcomes.sent(sent, adopted=False)
+
+
+def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | SendOutcome | None:
+    """begin_send, with the per-contact caps checked again under the address's lock when the plan has caps:
+    another run may have taken the last slot since this send was decided. A row already `sending` (resent
+    after a lookup said "not found") was counted when it first went out and is not checked again."""
+    # A simulation's caps count only its own sends, and one lease holder makes them: no race to close.
+    contact = _contact_of(ctx, message)
+    if (ctx.run.sim or message.status != OutboxStatus.PENDING or contact is None
+            or not compliance.has_caps(ctx.plan)):
+        return outbox.begin_send(ctx, message)
+    with compliance.contact_lock(ctx.run.organization_id, channel=message.channel, recipient=message.recipient):
+        capped = compliance.cap_deferral(ctx, recipient=message.recipient, contact=contact, now=clock.now(ctx.run))
+        if capped is None:
+            return outbox.begin_send(ctx, message)
+        held = outbox.hold(ctx, message, not_before=capped[0])
+    record(ctx, JournalKind.POLICY_BLOCK, {"tool": message.tool, "rule": "per_contact_cap", "cap": capped[1],
+                                           "recipient": message.recipient, "outbox_id": message.pk,
+                                           "deferred_until": capped[0].isoformat(), "at_send": True})
+    return send_outcomes.held(held)
 
 
 def _confirm_lease(ctx: EpisodeContext) -> None:
@@ -232,40 +233,6 @@ def _confirm_lease(ctx: EpisodeContext) -> None:
     """
     if not leases.renew(ctx.run_id, epoch=ctx.epoch):
         raise leases.LeaseLost(f"run {ctx.run_id}: lease of epoch {ctx.epoch} lost before the provider call")
-
-
-def _recover(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
-             outbound: OutboundMessage) -> SendOutcome | None:
-    """A row left `sending`: ask the provider. None means "confirmed not sent": send it."""
-    ctx.flush()  # the tool call that led here is journaled before the provider is asked
-    looked = connector.lookup(outbound, sent_after=message.created_at)
-    if looked.found:
-        return _sent(outbox.record_sent(ctx, message, provider_message_id=looked.provider_message_id or ""),
-                     adopted=True)
-    if looked.found is None:
-        return _uncertain(outbox.record_uncertain(ctx, message, error="the provider could not say whether it was sent"))
-    return None
-
-
-def _failed_call(ctx: EpisodeContext, message: OutboxMessage, failure: ConnectorError, *, connector: Connector,
-                 outbound: OutboundMessage) -> SendOutcome:
-    error = f"{failure.code or 'error'}: {failure}"
-    if failure.permanent:
-        failed = outbox.record_failed(ctx, message, error=error)
-        if failure.code in OPTED_OUT_CODES:
-            suppressions.suppress(ctx.run.organization, channel=message.channel, address=message.recipient,
-                                  reason=SuppressionReason.STOP)
-        record(ctx, JournalKind.POLICY_BLOCK, {"tool": message.tool, "rule": "provider_refused", "code": failure.code,
-                                               "error": str(failure), "outbox_id": message.pk})
-        return _failed(failed)
-    if failure.outcome_unknown:
-        # The request may have reached the provider: the same as a crash after the call began.
-        recovered = _recover(ctx, message, connector=connector, outbound=outbound)
-        if recovered is not None:
-            return recovered
-    outbox.record_not_sent(ctx, message, error=error)
-    logger.warning("run %s: %s send %s refused for now: %s", ctx.run_id, message.channel, message.pk, error)
-    raise SendRetry(f"{message.channel} send {message.pk} refused for now ({error})")
 
 
 def _guardrail(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, payload: dict) -> SendOutcome | None:
@@ -315,6 +282,8 @@ def _still_held(ctx: EpisodeContext, message: OutboxMessage) -> bool:
     Due but its window closed again (a late worker) or its cap still reached
     (another send took the slot): it is held again to the next instant it may go.
     """
+    if message.status == OutboxStatus.SENDING:  # waiting for its lookup (runs.provider_faults)
+        return message.not_before is not None and message.not_before > ctx.now
     if message.status != OutboxStatus.PENDING or message.not_before is None:
         return False
     if message.not_before > ctx.now:
@@ -328,24 +297,3 @@ def _still_held(ctx: EpisodeContext, message: OutboxMessage) -> bool:
         return False
     message.not_before = outbox.hold(ctx, message, not_before=later).not_before
     return True
-
-
-def _held(message: OutboxMessage) -> SendOutcome:
-    return SendOutcome("held", f"held until {message.not_before.isoformat()} (the contact's send window or message "
-                       "cap) and will be sent then; do not send it again", outbox_id=message.pk,
-                       held_until=message.not_before)
-
-
-def _sent(message: OutboxMessage, *, adopted: bool) -> SendOutcome:
-    return SendOutcome("sent", outbox_id=message.pk, provider_message_id=message.provider_message_id, adopted=adopted)
-
-
-def _failed(message: OutboxMessage) -> SendOutcome:
-    # Built from the row alone, so a re-executed episode hands the model the same result.
-    return SendOutcome("failed", f"the {message.channel} message could not be delivered ({message.error}); "
-                       "do not retry it on this channel", outbox_id=message.pk)
-
-
-def _uncertain(message: OutboxMessage) -> SendOutcome:
-    return SendOutcome("uncertain", f"nobody can tell whether the {message.channel} message went out; a human "
-                       "will check, do not send it again", outbox_id=message.pk, escalated=True)

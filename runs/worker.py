@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import threading
+import time
 
 from django.conf import settings
 from django.db.models import Q
@@ -19,8 +20,10 @@ logger = logging.getLogger(__name__)
 
 
 def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: float | None = None) -> bool:
-    """Execute the run's due episodes (up to LUCIA_SLICE_STEP_CAP). Returns whether any episode ran."""
+    """Execute the run's due episodes (up to LUCIA_SLICE_STEP_CAP episodes, or until the slice's time budget
+    is spent: a share of django-q2's timeout). Returns whether any episode ran; what is left is queued again."""
     owner = owner or default_owner()
+    queue.mark_started(run_id)  # before the drain reads what is due: a later enqueue queues a new task
     epoch = leases.claim(run_id, owner=owner)
     if epoch is None:
         logger.debug("run %s: lease held elsewhere", run_id)
@@ -61,11 +64,12 @@ def next_episode(run: Run, *, epoch: int) -> Episode | None:
 def _drain(run_id: int, *, epoch: int, heartbeat: leases.Heartbeat) -> tuple[int, bool]:
     """(episodes run, whether the run is simulated)."""
     ran = 0
+    deadline = time.monotonic() + queue.slice_seconds()
     # What the loop needs of the run: whether it is open and its clock. Read once, then taken from each
     # episode's closing fence (the row as it committed it); a simulation moves its clock only between slices.
     run: Run | None = Run.objects.only("status", "sim", "virtual_now").get(pk=run_id)
     sim = run.sim
-    while ran < settings.LUCIA_SLICE_STEP_CAP:
+    while ran < settings.LUCIA_SLICE_STEP_CAP and (ran == 0 or time.monotonic() < deadline):
         heartbeat.check()
         if run is None:  # the episode was not runnable: read again, the run may have ended meanwhile
             run = Run.objects.only("status", "sim", "virtual_now").get(pk=run_id)

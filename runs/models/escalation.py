@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from agents.models import ApiKey, Organization
 from runs.models.episode import Episode
@@ -13,6 +14,7 @@ class EscalationKind(models.TextChoices):
     STUCK = "stuck", "Stuck"
     GUARDRAIL_BLOCK = "guardrail_block", "Guardrail block"
     UNMATCHED_INBOUND = "unmatched_inbound", "Unmatched inbound message"
+    PROVIDER_OUTAGE = "provider_outage", "Provider outage"
 
 
 class EscalationStatus(models.TextChoices):
@@ -34,6 +36,8 @@ class Escalation(models.Model):
     # Inbound message id (connectors) for unmatched inbound; kept as a plain id so runs does not import connectors.
     inbound_message_id = models.BigIntegerField(null=True, blank=True)
     kind = models.CharField(max_length=32, choices=EscalationKind.choices)
+    # The channel a provider outage is about (one open alert per organization and channel); blank otherwise.
+    channel = models.CharField(max_length=16, blank=True)
     prompt = models.TextField()
     options = models.JSONField(default=list, blank=True)
     context = models.JSONField(default=dict, blank=True)
@@ -53,6 +57,11 @@ class Escalation(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["organization", "status"], name="escalation_org_status")]
+        constraints = [
+            # One open outage alert per organization and channel, however many sends it holds.
+            models.UniqueConstraint(fields=["organization", "channel"], name="escalation_one_open_outage",
+                                    condition=Q(kind="provider_outage", status="open")),
+        ]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.pk} ({self.status})"

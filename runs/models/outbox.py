@@ -32,8 +32,13 @@ class OutboxMessage(FSMModelMixin, models.Model):
     # The run's clock when the send was decided and when it went out.
     created_at = models.DateTimeField()
     sent_at = models.DateTimeField(null=True, blank=True)
-    # A send the window or a per-contact cap held back: pending, and not sent before this instant (runs.outbox.hold).
+    # A send the window or a per-contact cap held back, or a retry after the provider refused it: pending, and
+    # not sent before this instant (the run's clock). On a `sending` row: not looked up before it.
     not_before = models.DateTimeField(null=True, blank=True)
+    # Wall time of the latest provider call: the settle window before a lookup runs from here.
+    attempted_at = models.DateTimeField(null=True, blank=True)
+    # Lookups the provider could not answer for now (unreachable, 5xx); past LUCIA_SEND_LOOKUP_TRIES a human decides.
+    lookups = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["run", "created_at"]

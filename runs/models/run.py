@@ -45,6 +45,9 @@ class Run(FSMModelMixin, models.Model):
     lease_owner = models.CharField(max_length=200, null=True, blank=True)
     lease_epoch = models.BigIntegerField(default=0)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Set (database clock) when an advance_run task is queued, cleared when one starts (runs.queue): the
+    # dispatcher never queues a second task behind one still waiting.
+    advance_enqueued_at = models.DateTimeField(null=True, blank=True)
     # Budgets and usage.
     step_budget = models.PositiveIntegerField(default=200)
     steps_used = models.PositiveIntegerField(default=0)

@@ -19,9 +19,13 @@ def owners_of(pid: int) -> list[str]:
 
 
 def due_run_ids() -> list[int]:
-    """Real runs with a due episode and no live lease: what dispatch_due would enqueue."""
+    """Real runs with a due episode and no live lease: what dispatch_due would enqueue.
+
+    These workers take runs directly, not from django-q2's queue, so a task still waiting there
+    (advance_enqueued_at) does not hold a run back: a negative stale age makes every such mark stale.
+    """
     with connection.cursor() as cursor:
-        cursor.execute(dispatch.DUE_RUNS_SQL, [500])
+        cursor.execute(dispatch.DUE_RUNS_SQL, [-3600, [], 500])
         return [row[0] for row in cursor.fetchall()]
 
 

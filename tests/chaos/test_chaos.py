@@ -73,6 +73,11 @@ def _settings(settings, tmp_path):
     # with a beat every 0.5 s means only a pause the controller made (not a slow machine) loses one.
     settings.LUCIA_LEASE_SECONDS = 4
     settings.LUCIA_HEARTBEAT_SECONDS = 0.5
+    # Provider faults on the same fast scale: a crashed send is looked up a second after its attempt, a lookup
+    # the fake fails is asked again after 0.3 s, and the second failure asks a human.
+    settings.LUCIA_SEND_SETTLE_SECONDS = 1
+    settings.LUCIA_SEND_RETRY_SECONDS = 0.3
+    settings.LUCIA_SEND_LOOKUP_TRIES = 2
 
 
 @pytest.fixture
@@ -225,7 +230,8 @@ def _assert_runs_at_rest(run_ids: list[int], rows: list[OutboxMessage]) -> None:
             assert len(sent) == LADDER_STEPS, f"run {run.pk} spent its ladder with {len(sent)} sends"
 
 
-def test_a_worker_paused_before_its_provider_call_sends_nothing_after_a_takeover(twilio, tmp_path):
+def test_a_worker_paused_before_its_provider_call_sends_nothing_after_a_takeover(twilio, tmp_path, settings):
+    settings.LUCIA_SEND_SETTLE_SECONDS = 0  # the new owner looks the key up at once
     run = _start_runs(twilio)[0]
     paused = workers.spawn_paused_at("before_provider_call", run.pk, log_dir=tmp_path)
     try:

@@ -69,7 +69,18 @@ def test_lookup_finds_the_message_sent_for_the_key(connector, twilio_server):
     looked = connector.lookup(_message(), sent_after=started)
 
     assert looked.found is True and looked.provider_message_id == sent.provider_message_id
+    # A body-hash match is a candidate for the runtime to confirm, not a match on our key.
+    assert looked.candidates == (sent.provider_message_id,)
     assert twilio_server.calls_to("/Messages.json", method="GET")[0].first("To") == DANA
+
+
+def test_lookup_leaves_out_a_same_text_message_whose_status_callback_named_another_key(connector, twilio_server):
+    started = timezone.now()
+    twilio_server.add_message(to=DANA, sender=OUR_NUMBER, body=_message().body, created=started)
+    DeliveryEvent.objects.create(channel="sms", provider_message_id=twilio_server.messages[0]["sid"],
+                                 idem_key="another-runs-key", event_type="delivered")
+
+    assert connector.lookup(_message(), sent_after=started).found is False
 
 
 def test_lookup_does_not_count_other_bodies_or_older_messages(connector, twilio_server):
@@ -80,10 +91,11 @@ def test_lookup_does_not_count_other_bodies_or_older_messages(connector, twilio_
     assert connector.lookup(_message(), sent_after=started).found is False
 
 
-def test_lookup_failure_is_unknown_not_absent(connector, twilio_server):
+def test_lookup_failure_is_unknown_for_now_not_absent(connector, twilio_server):
     twilio_server.fail_with(500)
 
-    assert connector.lookup(_message(), sent_after=timezone.now()).found is None
+    looked = connector.lookup(_message(), sent_after=timezone.now())
+    assert (looked.found, looked.transient) == (None, True)
 
 
 def test_lookup_adopts_a_recorded_status_callback_without_asking(connector, twilio_server):

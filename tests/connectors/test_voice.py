@@ -9,6 +9,7 @@ from twilio.request_validator import RequestValidator
 
 from connectors import registry
 from connectors.base import ConnectorError, OutboundMessage
+from connectors.models import DeliveryEvent
 from connectors.voice import VoiceConnector
 from tests.connectors.conftest import AUTH_TOKEN, OUR_NUMBER, load_payload, make_identity
 
@@ -71,18 +72,31 @@ def test_lookup_without_a_call_in_the_window_is_not_sent(connector, twilio_serve
     assert connector.lookup(_message(), sent_after=started).found is False
 
 
-def test_lookup_with_two_calls_in_the_window_cannot_tell_which(connector, twilio_server):
+def test_lookup_with_two_calls_in_the_window_returns_both_as_candidates_not_a_match_on_the_key(connector,
+                                                                                                  twilio_server):
     started = timezone.now()
     twilio_server.add_call(to=DANA, sender=OUR_NUMBER, created=started)
     twilio_server.add_call(to=DANA, sender=OUR_NUMBER, created=started)
 
-    assert connector.lookup(_message(), sent_after=started).found is None
+    looked = connector.lookup(_message(), sent_after=started)
+    # The runtime adopts only a single candidate no other send of its own owns (runs.provider_faults).
+    assert looked.candidates == tuple(call["sid"] for call in reversed(twilio_server.calls))
 
 
-def test_lookup_failure_is_unknown(connector, twilio_server):
+def test_lookup_leaves_out_a_call_whose_status_callback_named_another_key(connector, twilio_server):
+    started = timezone.now()
+    twilio_server.add_call(to=DANA, sender=OUR_NUMBER, created=started)
+    DeliveryEvent.objects.create(channel="voice", provider_message_id=twilio_server.calls[0]["sid"],
+                                 idem_key="another-runs-key", event_type="initiated")
+
+    assert connector.lookup(_message(), sent_after=started).found is False
+
+
+def test_lookup_failure_is_unknown_for_now(connector, twilio_server):
     twilio_server.fail_with(503)
 
-    assert connector.lookup(_message(), sent_after=timezone.now()).found is None
+    looked = connector.lookup(_message(), sent_after=timezone.now())
+    assert (looked.found, looked.transient) == (None, True)
 
 
 def _signed(path: str, params: dict, *, tamper: dict | None = None):

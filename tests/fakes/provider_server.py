@@ -10,7 +10,9 @@ import base64
 import email.parser
 import email.policy
 import json
+import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -49,11 +51,21 @@ class Reply:
 
 
 class FakeServer:
-    """Subclasses implement `respond(request) -> Reply`. `fail_with(500)` makes every call fail."""
+    """Subclasses implement `respond(request) -> Reply`. `fail_with(500)` makes every call fail.
+
+    Faults after the provider did the work (the outcome is unknown to the client):
+    `answer_after_processing(502)` processes each request, then answers with that
+    status; `stall_after_processing(seconds)` processes it, then waits before
+    answering (the client times out); `drop_after_processing()` processes it,
+    then closes the connection without an answer (a reset after sending).
+    """
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self.failure: int | None = None
+        self.failure_after: int | None = None
+        self.stall_s: float = 0.0
+        self.drop = False
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -74,6 +86,20 @@ class FakeServer:
     def fail_with(self, status: int | None) -> None:
         self.failure = status
 
+    def answer_after_processing(self, status: int | None) -> None:
+        self.failure_after = status
+
+    def stall_after_processing(self, seconds: float) -> None:
+        self.stall_s = seconds
+
+    def drop_after_processing(self, drop: bool = True) -> None:
+        self.drop = drop
+
+    def healthy(self) -> None:
+        """Every fault off."""
+        self.failure = self.failure_after = None
+        self.stall_s, self.drop = 0.0, False
+
     def calls_to(self, suffix: str, *, method: str | None = None) -> list[Recorded]:
         return [r for r in self.requests if r.path.endswith(suffix) and (method is None or r.method == method)]
 
@@ -82,7 +108,11 @@ class FakeServer:
             self.requests.append(request)
             if self.failure:
                 return Reply(self.failure, {"error": "fake failure", "status": self.failure})
-            return self.respond(request)
+            reply = self.respond(request)
+            if self.failure_after:
+                return Reply(self.failure_after, {"error": "fake failure after processing",
+                                                  "status": self.failure_after})
+            return reply
 
     def respond(self, request: Recorded) -> Reply:
         raise NotImplementedError
@@ -120,6 +150,12 @@ def _handler_for(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
                 form=parse_form(headers.get("content-type", ""), body),
             )
             reply = fake.handle(recorded)
+            if fake.drop:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if fake.stall_s:
+                time.sleep(fake.stall_s)  # the server side of a client timeout
             data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)

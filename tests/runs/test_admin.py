@@ -57,3 +57,19 @@ def test_cancel_action_cancels_open_runs(staff_client):
     response = staff_client.post("/admin/runs/run/", {"action": "cancel_runs", "_selected_action": [run.pk]})
     assert response.status_code == 302
     assert Run.objects.get(pk=run.pk).status == "cancelled"
+
+
+def test_a_provider_outage_shows_once_in_the_escalation_inbox_with_its_channel(staff_client):
+    from runs import escalations
+    from tests.factories import OrganizationFactory
+
+    organization = OrganizationFactory()
+    for _ in range(3):  # three failing sends, one alert
+        escalations.raise_outage(organization.pk, channel="sms", error="Twilio unreachable")
+
+    response = staff_client.get("/admin/runs/escalation/?kind=provider_outage&status=open")
+
+    assert response.status_code == 200
+    [alert] = response.context["cl"].result_list
+    assert (alert.channel, alert.organization_id, alert.run_id) == ("sms", organization.pk, None)
+    assert staff_client.get(f"/admin/runs/escalation/{alert.pk}/change/").status_code == 200

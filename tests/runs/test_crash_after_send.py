@@ -24,6 +24,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _settings(settings):
     settings.LUCIA_PUBLIC_URL = "https://lucia.example.com"
     settings.LUCIA_LLM = "scripted"
+    # Recovery itself, not its timing (tests/runs/test_provider_faults.py): look up at once, and a lookup
+    # the provider cannot answer asks a human straight away.
+    settings.LUCIA_SEND_SETTLE_SECONDS = 0
+    settings.LUCIA_SEND_LOOKUP_TRIES = 1
     settings.LUCIA_FAULTS = []
 
 

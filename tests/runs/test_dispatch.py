@@ -1,3 +1,4 @@
+import threading
 from datetime import timedelta
 
 import pytest
@@ -50,7 +51,7 @@ def test_dispatch_enqueues_only_due_real_runs_without_a_live_lease():
 def test_dispatch_enqueues_a_run_once_however_many_episodes_are_due():
     run = _run_due()
     EpisodeFactory(run=run, due_at=timezone.now() - timedelta(minutes=2))
-    assert dispatch.dispatch_due(limit=10) == 1
+    assert dispatch.dispatch_due(batch=10) == 1
 
 
 def test_dispatch_uses_the_due_episode_index_not_a_scan_of_sleeping_runs():
@@ -60,7 +61,7 @@ def test_dispatch_uses_the_due_episode_index_not_a_scan_of_sleeping_runs():
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE runs_episode")
         cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + dispatch.DUE_RUNS_SQL, [500])
+        cursor.execute("EXPLAIN " + dispatch.DUE_RUNS_SQL, [3600, [], 500])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "episode_due" in plan, plan
 
@@ -117,8 +118,9 @@ def test_the_dispatch_task_reaps_then_enqueues():
     run = RunFactory()
     EpisodeFactory(run=run, status=EpisodeStatus.RUNNING, attempts=1, lease_epoch=1)
     _lease(run, seconds=-5, epoch=1)
-    # Reaped episodes keep their due time, so the same pass dispatches them (the reaper already enqueued once).
-    assert tasks.dispatch_due() == {"reaped": 1, "enqueued": 1}
+    # The reaper enqueued the run; the dispatch that follows finds that task waiting and adds none.
+    assert tasks.dispatch_due() == {"reaped": 1, "enqueued": 0}
+    assert queued_run_ids() == [run.pk]
 
 
 def test_the_dispatch_schedule_exists_once_and_runs_every_minute():
@@ -127,3 +129,169 @@ def test_the_dispatch_schedule_exists_once_and_runs_every_minute():
     assert (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == (
         "runs.tasks.dispatch_due", Schedule.MINUTES, 1, -1)
     assert tasks.last_dispatch_at() is None  # the cluster has not fired it yet
+
+
+def _mark_age(run: Run, *, seconds: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE runs_run SET advance_enqueued_at = now() - make_interval(secs => %s) WHERE id = %s",
+                       [seconds, run.pk])
+
+
+def test_dispatch_claims_batch_after_batch_until_nothing_is_due():
+    runs = [_run_due() for _ in range(25)]
+    assert dispatch.dispatch_due(batch=10) == 25
+    assert sorted(queued_run_ids()) == sorted(run.pk for run in runs)
+
+
+def test_dispatch_never_queues_a_second_task_behind_one_still_waiting():
+    run = _run_due()
+    assert dispatch.dispatch_due() == 1
+    assert dispatch.dispatch_due() == 0
+    queue.enqueue_advance(Run.objects.get(pk=run.pk))  # an event for the run: the waiting task will drain it
+    assert queued_run_ids() == [run.pk]
+    assert Run.objects.get(pk=run.pk).advance_enqueued_at is not None
+
+
+def test_a_task_that_started_lets_the_run_be_queued_again():
+    run = _run_due()
+    dispatch.dispatch_due()
+    queue.mark_started(run.pk)
+    assert Run.objects.get(pk=run.pk).advance_enqueued_at is None
+    assert dispatch.dispatch_due() == 1
+    assert queued_run_ids() == [run.pk, run.pk]
+
+
+def test_a_mark_older_than_the_q2_retry_no_longer_holds_the_run_back(settings):
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "retry": 100}
+    fresh, stale = _run_due(), _run_due(minutes_ago=2)
+    _mark_age(fresh, seconds=30)
+    _mark_age(stale, seconds=161)  # retry + 60 s: its task (or queue row) is lost
+    assert dispatch.dispatch_due() == 1
+    assert queued_run_ids() == [stale.pk]
+
+
+def test_one_failing_enqueue_never_blocks_the_others(monkeypatch):
+    bad, good = _run_due(minutes_ago=3), _run_due(minutes_ago=2)
+    enqueue = queue._enqueue
+
+    def failing(run_id):
+        if run_id == bad.pk:
+            raise RuntimeError("broker refused")
+        enqueue(run_id)
+
+    monkeypatch.setattr(queue, "_enqueue", failing)
+    assert dispatch.dispatch_due() == 1
+    assert queued_run_ids() == [good.pk]
+    # Not marked as waiting: the next pass tries it again.
+    assert Run.objects.get(pk=bad.pk).advance_enqueued_at is None
+    monkeypatch.setattr(queue, "_enqueue", enqueue)
+    assert dispatch.dispatch_due() == 1
+    assert queued_run_ids() == [good.pk, bad.pk]
+
+
+def test_one_failing_reap_never_blocks_the_others(monkeypatch):
+    runs = []
+    for _ in range(3):
+        run = RunFactory()
+        EpisodeFactory(run=run, status=EpisodeStatus.RUNNING, attempts=1, lease_epoch=1)
+        _lease(run, seconds=-5, epoch=1)
+        runs.append(run)
+    reap_run = dispatch._reap_run
+
+    def failing(run_id, *, epoch):
+        if run_id == runs[0].pk:
+            raise RuntimeError("disk full")
+        return reap_run(run_id, epoch=epoch)
+
+    monkeypatch.setattr(dispatch, "_reap_run", failing)
+    assert dispatch.reap_expired(batch=1) == 2
+    statuses = dict(Episode.objects.filter(run__in=runs).values_list("run_id", "status"))
+    assert statuses == {runs[0].pk: "running", runs[1].pk: "queued", runs[2].pk: "queued"}
+    assert Run.objects.get(pk=runs[0].pk).lease_owner is None  # the failed reap released its claim
+
+
+def test_the_reaper_ends_a_cancelled_runs_running_episode_and_queues_nothing():
+    run = RunFactory()
+    episode = EpisodeFactory(run=run, status=EpisodeStatus.RUNNING, attempts=1, lease_epoch=1)
+    _lease(run, seconds=-5, epoch=1)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
+
+    assert dispatch.reap_expired() == 1
+
+    assert Episode.objects.get(pk=episode.pk).status == EpisodeStatus.FAILED
+    assert queued_run_ids() == []
+    assert dispatch.reap_expired() == 0
+
+
+def test_a_spent_time_budget_ends_the_pass_after_one_batch():
+    for _ in range(5):
+        _run_due()
+    assert dispatch.dispatch_due(batch=2, budget_s=0) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_dispatchers_at_once_queue_each_run_exactly_once(monkeypatch):
+    runs = [_run_due() for _ in range(40)]
+    first_claimed, second_done = threading.Event(), threading.Event()
+    enqueue_marked = queue.enqueue_marked
+    results, errors = {}, []
+
+    def slow_enqueue(run_ids):
+        # The first dispatcher holds its claimed rows (uncommitted) while the second one runs in full.
+        if threading.current_thread().name == "first" and not first_claimed.is_set():
+            first_claimed.set()
+            assert second_done.wait(30)
+        return enqueue_marked(run_ids)
+
+    monkeypatch.setattr(queue, "enqueue_marked", slow_enqueue)
+
+    def dispatcher(name, wait_for=None, then=None):
+        try:
+            if wait_for is not None:
+                assert wait_for.wait(30)
+            results[name] = dispatch.dispatch_due(batch=25)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            if then is not None:
+                then.set()
+            connection.close()
+
+    threads = [threading.Thread(target=dispatcher, args=("first",), name="first"),
+               threading.Thread(target=dispatcher, args=("second", first_claimed, second_done), name="second")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert errors == []
+    queued = queued_run_ids()
+    assert sorted(queued) == sorted(run.pk for run in runs)  # every due run once, none twice
+    # The second finished while the first still held its batch (skipped, not waited for); the first went on.
+    assert results["first"] + results["second"] == 40
+    assert dispatch.dispatch_due() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dispatchers_racing_freely_queue_each_run_once():
+    runs = [_run_due() for _ in range(120)]
+    start = threading.Barrier(3)
+    errors = []
+
+    def dispatcher():
+        try:
+            start.wait(30)
+            dispatch.dispatch_due(batch=7)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=dispatcher) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert errors == []
+    assert sorted(queued_run_ids()) == sorted(run.pk for run in runs)

@@ -4,10 +4,11 @@ from datetime import datetime, timedelta
 from email.utils import parseaddr
 
 import pytest
+import time_machine
 
 from connectors import identities, message_ids
 from connectors.models import InboundMessage, SandboxMessage, Suppression
-from runs import inbound_routing, tool_executor, tools
+from runs import inbound_routing, tools
 from runs.models import Escalation, JournalEntry, OutboxMessage, OutboxStatus, Run, RunStatus
 from runs.outbox import idem_key
 from tests.factories import OrganizationFactory
@@ -144,24 +145,32 @@ def test_a_transient_refusal_leaves_the_row_pending_and_the_retry_sends_it_once(
     episode = h.add_episode(run, "start")
     epoch = h.claim(run)
     twilio.fail_with(429)
-    with pytest.raises(tool_executor.SendRetry):
-        s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)
-    assert OutboxMessage.objects.get(run=run).status == OutboxStatus.PENDING
+    refused, _ = s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)
+    row = OutboxMessage.objects.get(run=run)
+    assert refused["status"] == "held" and row.status == OutboxStatus.PENDING and row.not_before is not None
 
     twilio.fail_with(None)
-    result, _ = s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)
+    with time_machine.travel(row.not_before + timedelta(seconds=1)):
+        result, _ = s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)
 
     assert result["status"] == "sent"
     assert len(twilio.messages) == 1
     assert OutboxMessage.objects.get(run=run).attempts == 2
+    assert not Escalation.objects.exists()
 
 
-def test_a_5xx_whose_outcome_nobody_can_tell_becomes_uncertain_without_a_second_send(twilio):
+def test_a_5xx_whose_outcome_nobody_can_tell_becomes_uncertain_without_a_second_send(twilio, settings):
+    settings.LUCIA_SEND_LOOKUP_TRIES = 1  # the first lookup that cannot answer asks a human
     run = s.real_run()
     s.sms_identity(run.organization, twilio)
     episode = h.add_episode(run, "start")
+    epoch = h.claim(run)
     twilio.fail_with(502)  # the create and the lookup's list both fail
-    result, session = s.dispatch(run, episode, "send_sms", s.SMS)
+    held, _ = s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)
+    assert held["status"] == "held" and twilio.calls_to("/Messages.json", method="GET") == []
+
+    with time_machine.travel(OutboxMessage.objects.get(run=run).not_before + timedelta(seconds=1)):
+        result, session = s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)
 
     assert result["status"] == "uncertain" and session.stop
     row = OutboxMessage.objects.get(run=run)

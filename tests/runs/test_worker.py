@@ -123,6 +123,33 @@ def test_the_slice_cap_stops_draining_and_reenqueues_the_run(monkeypatch, settin
 
 
 @pytest.mark.django_db
+def test_a_spent_time_budget_stops_the_drain_after_one_episode_and_reenqueues(monkeypatch, settings):
+    # The budget is a share of django-q2's timeout; one episode always runs, so a slice always progresses.
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 0}
+    run = RunFactory()
+    for _ in range(3):
+        EpisodeFactory(run=run)
+    loop, _ = fakes.install(monkeypatch)
+
+    worker.advance_run(run.pk)
+
+    assert len(loop.calls) == 1
+    assert fakes.queued_run_ids() == [run.pk]
+
+
+@pytest.mark.django_db
+def test_a_starting_task_clears_the_runs_waiting_task_mark(monkeypatch):
+    run = RunFactory()
+    EpisodeFactory(run=run)
+    Run.objects.filter(pk=run.pk).update(advance_enqueued_at=timezone.now())
+    fakes.install(monkeypatch)
+
+    worker.advance_run(run.pk)
+
+    assert Run.objects.get(pk=run.pk).advance_enqueued_at is None
+
+
+@pytest.mark.django_db
 def test_a_simulated_run_follows_its_virtual_clock(monkeypatch):
     now = timezone.now()
     run = RunFactory(sim=True, virtual_now=now + timedelta(days=11))

@@ -34,7 +34,7 @@ def test_dispatch_rows_are_due_or_sleeping_as_asked(ids):
     bench_sql.insert_dispatch_runs(**ids, count=50, due=False)
 
     with connection.cursor() as cursor:
-        cursor.execute(dispatch.DUE_RUNS_SQL, [500])
+        cursor.execute(dispatch.DUE_RUNS_SQL, [3600, [], 500])
         due = cursor.fetchall()
 
     assert len(due) == 3
@@ -50,3 +50,22 @@ def test_table_shows_ratios_and_misses():
     assert lines[0].split()[:2] == ["figure", "measured"]
     assert lines[2].split()[-2:] == ["1.00", "ok"]
     assert "0.05" in lines[3] and lines[3].endswith("MISS")
+
+
+def test_the_due_lag_drain_runs_each_queued_advance_task_like_a_worker(monkeypatch):
+    from django_q.models import OrmQ
+
+    from runs import queue
+    from simulator import bench_lag
+    from tests.factories import EpisodeFactory, RunFactory
+
+    ran = []
+    monkeypatch.setattr("runs.worker.advance_run", lambda run_id: ran.append(run_id))
+    runs = [RunFactory() for _ in range(3)]
+    for run in runs:
+        EpisodeFactory(run=run)
+        queue.enqueue_advance(run)
+
+    assert bench_lag.drain_queue() == 3
+    assert ran == [run.pk for run in runs]
+    assert not OrmQ.objects.exists()
