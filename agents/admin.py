@@ -53,7 +53,8 @@ class ApiKeyInline(admin.TabularInline):
 
 @admin.register(Organization)
 class OrganizationAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
-    list_display = ["name", "slug", "default_timezone", "created_at"]
+    list_display = ["name", "slug", "default_timezone", "sandbox", "created_at"]
+    list_filter = ["sandbox"]
     search_fields = ["name", "slug"]
     inlines = [ApiKeyInline]
     actions = ["issue_builder_key", "issue_runner_key"]

@@ -8,6 +8,11 @@ class Organization(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80, unique=True)
     default_timezone = models.CharField(max_length=64, default="UTC")
+    # Simulations' shadow organizations and the demo playground: every send is only stored. Only these
+    # may hold sandbox identities (connectors.identities), so a customer's run never reaches the sandbox.
+    sandbox = models.BooleanField(
+        default=False, help_text="Sends are only stored (simulations, the demo); only these hold sandbox identities."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -3,7 +3,7 @@
 Inbound is routed by address, so an address is checked before it is stored:
 well-formed for its channel and normalized (connectors.addresses), never on
 Lucia's own inbound domain, free of any other active identity, and sandbox
-only in simulation organizations. The API and the Studio show the same
+only in sandbox organizations (Organization.sandbox). The API and the Studio show the same
 answers; an unavailable address gets one message whatever the reason, so
 nobody learns that another organization holds it.
 """
@@ -17,11 +17,9 @@ from connectors import addresses, secrets
 from connectors.models import ADDRESS_UNAVAILABLE, Channel, Identity
 
 UNAVAILABLE = ADDRESS_UNAVAILABLE
-SANDBOX_ONLY_IN_SIMULATIONS = "Sandbox identities exist only in simulation organizations."
-# simulator.sim_org's shadow organizations (`<slug>-sim`, the shared `simulation`) and the seeded `demo`
-# playground: their runs only ever store their sends, so they are the only ones given sandbox identities.
-SIMULATION_SUFFIX = "-sim"
-SIMULATION_SLUGS = ("simulation", "demo")
+SANDBOX_ONLY_IN_SIMULATIONS = (
+    "Sandbox identities exist only in sandbox organizations (simulations, the demo); use a real address."
+)
 
 
 class IdentityRefused(ValueError):
@@ -33,16 +31,12 @@ class IdentityRefused(ValueError):
         self.message = message
 
 
-def is_simulation_organization(organization: Organization) -> bool:
-    return organization.slug in SIMULATION_SLUGS or organization.slug.endswith(SIMULATION_SUFFIX)
-
-
 def check_identity(
     organization: Organization, *, channel: str, address: str, sandbox: bool, active: bool = True,
     excluding: Identity | None = None,
 ) -> str:
     """The normalized address when the identity may be stored; raises IdentityRefused otherwise."""
-    if sandbox and not is_simulation_organization(organization):
+    if sandbox and not organization.sandbox:
         raise IdentityRefused("sandbox", SANDBOX_ONLY_IN_SIMULATIONS)
     if channel not in Channel.values:
         raise IdentityRefused("channel", f"{channel!r} is not a channel")

@@ -18,10 +18,13 @@ from agents.models import Organization
 from connectors import identities
 from connectors.models import Identity
 
-SHARED_SLUG = "simulation"  # one of connectors.identities.SIMULATION_SLUGS
+SHARED_SLUG = "simulation"
 SHARED_TIMEZONE = "America/New_York"
-# connectors.identities lets only simulation organizations hold sandbox identities.
-SUFFIX = identities.SIMULATION_SUFFIX
+SUFFIX = "-sim"
+
+
+class NotASandbox(ValueError):
+    """The shadow organization's slug belongs to a real organization."""
 
 
 def organization_for(organization: Organization | None = None) -> Organization:
@@ -33,7 +36,13 @@ def organization_for(organization: Organization | None = None) -> Organization:
     else:
         slug = f"{organization.slug[: 80 - len(SUFFIX)]}{SUFFIX}"
         name, tz = f"{organization.name} (simulation)", organization.default_timezone
-    sim, _ = Organization.objects.get_or_create(slug=slug, defaults={"name": name, "default_timezone": tz})
+    sim, _ = Organization.objects.get_or_create(
+        slug=slug, defaults={"name": name, "default_timezone": tz, "sandbox": True}
+    )
+    if not sim.sandbox:
+        # Never simulate inside a real organization: a persona's STOP would suppress real addresses there.
+        raise NotASandbox(f"organization {slug!r} is not a sandbox organization; rename it to free the slug "
+                          "for simulations, or tick 'sandbox' on it in the Studio if it is one")
     ensure_identities(sim)
     return sim
 

@@ -14,6 +14,8 @@ class OrganizationFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"Org {n}")
     slug = factory.Sequence(lambda n: f"org-{n}")
     default_timezone = "America/New_York"
+    # Shadow organizations of simulations (`*-sim`, `simulation`) are sandboxes, as simulator.sim_org makes them.
+    sandbox = factory.LazyAttribute(lambda org: org.slug.endswith("-sim") or org.slug == "simulation")
 
 
 class AgentFactory(factory.django.DjangoModelFactory):

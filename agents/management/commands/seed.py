@@ -45,7 +45,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         organization, created = Organization.objects.get_or_create(
-            slug=DEMO_SLUG, defaults={"name": "Demo", "default_timezone": DEMO_TIMEZONE}
+            slug=DEMO_SLUG, defaults={"name": "Demo", "default_timezone": DEMO_TIMEZONE, "sandbox": True}
         )
         self.stdout.write(f"Organization {organization.slug}: {'created' if created else 'exists'}")
         self._identities(organization)
