@@ -19,19 +19,25 @@ from django.db import DatabaseError, connection
 
 logger = logging.getLogger(__name__)
 
+# A qcluster whose workers are not up this long after it started is restarted.
+BOOT_TIMEOUT = timedelta(seconds=60)
+
 _UPSERT = """
 INSERT INTO runs_clusterheartbeat AS h
-       (cluster, host, pid, started_at, last_task_started_at, last_task_finished_at, in_flight, restarts,
-        last_restart_reason)
-VALUES (%s, %s, NULL, statement_timestamp(), {started}, {finished}, {in_flight}, 0, '')
+       (cluster, host, pid, started_at, ready_at, last_task_started_at, last_task_finished_at, in_flight,
+        restarts, last_restart_reason)
+VALUES (%s, %s, NULL, statement_timestamp(), {ready}, {started}, {finished}, {in_flight}, 0, '')
 ON CONFLICT (cluster) DO UPDATE SET {update}
 """
 _STARTED_SQL = _UPSERT.format(
-    started="statement_timestamp()", finished="NULL", in_flight=1,
+    ready="NULL", started="statement_timestamp()", finished="NULL", in_flight=1,
     update="last_task_started_at = statement_timestamp(), in_flight = h.in_flight + 1")
 _FINISHED_SQL = _UPSERT.format(
-    started="NULL", finished="statement_timestamp()", in_flight=0,
+    ready="NULL", started="NULL", finished="statement_timestamp()", in_flight=0,
     update="last_task_finished_at = statement_timestamp(), in_flight = greatest(h.in_flight - 1, 0)")
+_READY_SQL = _UPSERT.format(
+    ready="statement_timestamp()", started="NULL", finished="NULL", in_flight=0,
+    update="ready_at = statement_timestamp()")
 
 
 def cluster_name() -> str:
@@ -58,6 +64,11 @@ def _stamp(sql: str, cluster: str) -> None:
         logger.warning("cluster %s: heartbeat not recorded (%s)", cluster, exc.__class__.__name__)
 
 
+def worker_ready(cluster: str | None = None) -> None:
+    """A worker process of the cluster came up (sent by django-q2 as `post_spawn`)."""
+    _stamp(_READY_SQL, cluster or cluster_name())
+
+
 def register(cluster: str, *, pid: int) -> None:
     """A new qcluster process runs for the cluster: reset its start time and in-flight count."""
     with connection.cursor() as cursor:
@@ -67,7 +78,8 @@ def register(cluster: str, *, pid: int) -> None:
                    last_restart_reason)
             VALUES (%s, %s, %s, statement_timestamp(), 0, 0, '')
             ON CONFLICT (cluster) DO UPDATE
-               SET host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = EXCLUDED.started_at, in_flight = 0
+               SET host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = EXCLUDED.started_at, ready_at = NULL,
+                   in_flight = 0
             """,
             [cluster, socket.gethostname(), pid],
         )
@@ -91,14 +103,20 @@ class Progress:
 
     now: datetime
     started_at: datetime
+    ready_at: datetime | None
     last_task_started_at: datetime | None
     last_task_finished_at: datetime | None
     in_flight: int
     waiting_tasks: int  # queue rows waiting (untaken, or taken and unacknowledged) longer than the stall time
 
     @property
+    def booting(self) -> bool:
+        return self.ready_at is None or self.ready_at < self.started_at
+
+    @property
     def last_progress_at(self) -> datetime:
-        return max(t for t in (self.started_at, self.last_task_started_at, self.last_task_finished_at) if t)
+        stamps = (self.started_at, self.ready_at, self.last_task_started_at, self.last_task_finished_at)
+        return max(t for t in stamps if t)
 
 
 def progress(cluster: str, *, stall_after: timedelta) -> Progress | None:
@@ -111,7 +129,7 @@ def progress(cluster: str, *, stall_after: timedelta) -> Progress | None:
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT statement_timestamp(), h.started_at, h.last_task_started_at, h.last_task_finished_at,
+            SELECT statement_timestamp(), h.started_at, h.ready_at, h.last_task_started_at, h.last_task_finished_at,
                    h.in_flight,
                    (SELECT count(*) FROM django_q_ormq q
                      WHERE q.key = %s
@@ -130,7 +148,14 @@ def progress(cluster: str, *, stall_after: timedelta) -> Progress | None:
 def stall_reason(cluster: str, *, stall_after: timedelta) -> str | None:
     """Why the cluster counts as stalled (queued work waits, nothing started or finished), or None."""
     seen = progress(cluster, stall_after=stall_after)
-    if seen is None or not seen.waiting_tasks:
+    if seen is None:
+        return None
+    if seen.booting:
+        booting_for = seen.now - seen.started_at
+        if booting_for < max(stall_after, BOOT_TIMEOUT):
+            return None  # Django and django-q2 take seconds to start, more on a loaded machine
+        return f"no worker came up {booting_for.total_seconds():.0f}s after qcluster started"
+    if not seen.waiting_tasks:
         return None
     idle_for = seen.now - seen.last_progress_at
     if idle_for < stall_after:

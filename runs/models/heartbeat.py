@@ -16,6 +16,8 @@ class ClusterHeartbeat(models.Model):
     pid = models.IntegerField(null=True, blank=True)
     # When the current qcluster process was started (a fresh cluster is not stalled yet).
     started_at = models.DateTimeField()
+    # When a worker of the current qcluster last came up (django-q2's post_spawn): the cluster has booted.
+    ready_at = models.DateTimeField(null=True, blank=True)
     last_task_started_at = models.DateTimeField(null=True, blank=True)
     last_task_finished_at = models.DateTimeField(null=True, blank=True)
     # Tasks started minus tasks finished since started_at: a task in flight is progress, for a while.

@@ -1,5 +1,7 @@
 """The progress report behind /healthz/: each threshold, measured on the database clock."""
 
+import os
+import signal
 from datetime import timedelta
 
 import pytest
@@ -10,10 +12,9 @@ from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from runs import health, heartbeats
-from runs.models import EpisodeStatus
+from runs.models import ClusterHeartbeat, EpisodeStatus
 from tests.factories import EpisodeFactory, RunFactory
-
-pytestmark = pytest.mark.django_db
+from tests.runs import cluster_helpers as clusters
 
 
 def _sql(statement: str, params: list) -> None:
@@ -35,6 +36,7 @@ def _executed(*, seconds_ago: int, cluster: str = "host:1") -> None:
          " WHERE cluster = %s", [seconds_ago, cluster])
 
 
+@pytest.mark.django_db
 def test_an_idle_runtime_is_healthy(client):
     response = client.get("/healthz/")
     assert response.status_code == 200
@@ -44,6 +46,7 @@ def test_an_idle_runtime_is_healthy(client):
     assert body["checks"]["queued_tasks"] == 0 and body["checks"]["due_lag_seconds"] is None
 
 
+@pytest.mark.django_db
 def test_an_episode_due_past_the_due_lag_limit_is_unhealthy(settings):
     settings.LUCIA_HEALTH_MAX_DUE_LAG = 120
     _executed(seconds_ago=1)
@@ -56,6 +59,7 @@ def test_an_episode_due_past_the_due_lag_limit_is_unhealthy(settings):
     assert [p for p in report.problems if p.startswith("due-lag")], report.problems
 
 
+@pytest.mark.django_db
 def test_simulated_and_ended_runs_do_not_count_toward_due_lag(settings):
     _executed(seconds_ago=1)
     _due_episode(seconds_ago=3600, sim=True)
@@ -65,6 +69,7 @@ def test_simulated_and_ended_runs_do_not_count_toward_due_lag(settings):
     assert report.due_episodes == 0 and report.healthy
 
 
+@pytest.mark.django_db
 def test_a_task_queued_past_the_queue_age_limit_is_unhealthy(settings):
     settings.LUCIA_HEALTH_MAX_QUEUE_AGE = 120
     _executed(seconds_ago=1)
@@ -81,6 +86,7 @@ def test_a_task_queued_past_the_queue_age_limit_is_unhealthy(settings):
     assert [p for p in report.problems if p.startswith("queue")], report.problems
 
 
+@pytest.mark.django_db
 def test_no_task_executed_while_work_waits_is_unhealthy(settings):
     settings.LUCIA_HEALTH_MAX_IDLE = 180
     settings.LUCIA_HEALTH_MAX_DUE_LAG = 3600
@@ -95,6 +101,7 @@ def test_no_task_executed_while_work_waits_is_unhealthy(settings):
     assert report.problems
 
 
+@pytest.mark.django_db
 def test_no_task_ever_executed_is_unhealthy_once_work_has_waited_past_the_limit(settings):
     settings.LUCIA_HEALTH_MAX_IDLE = 180
     settings.LUCIA_HEALTH_MAX_DUE_LAG = 3600
@@ -105,11 +112,13 @@ def test_no_task_ever_executed_is_unhealthy_once_work_has_waited_past_the_limit(
     assert "workers: no task executed ever while work waits (limit 180s)" in health.report().problems
 
 
+@pytest.mark.django_db
 def test_no_recent_task_with_no_work_waiting_is_healthy():
     _executed(seconds_ago=3600)
     assert health.report().healthy
 
 
+@pytest.mark.django_db
 def test_a_lease_expired_past_the_limit_is_unhealthy(settings):
     settings.LUCIA_HEALTH_MAX_EXPIRED_LEASE = 120
     recent, old = RunFactory(), RunFactory()
@@ -125,6 +134,7 @@ def test_a_lease_expired_past_the_limit_is_unhealthy(settings):
     assert report.expired_leases == 1 and report.healthy
 
 
+@pytest.mark.django_db
 def test_failed_episodes_in_the_last_hour_are_reported_and_past_a_set_limit_unhealthy(settings):
     for finished_minutes_ago in (5, 30, 90):
         episode = EpisodeFactory(run=RunFactory())
@@ -138,6 +148,7 @@ def test_failed_episodes_in_the_last_hour_are_reported_and_past_a_set_limit_unhe
     assert health.report().problems == ["failures: 2 episodes failed in the last hour (limit 1)"]
 
 
+@pytest.mark.django_db
 def test_a_database_that_does_not_answer_is_a_503_naming_it(client, monkeypatch):
     def refuse():
         raise OperationalError("connection refused")
@@ -149,6 +160,7 @@ def test_a_database_that_does_not_answer_is_a_503_naming_it(client, monkeypatch)
     assert response.json()["problems"] == ["database is not answering"]
 
 
+@pytest.mark.django_db
 def test_healthz_answers_503_with_the_reasons(client, settings):
     settings.LUCIA_HEALTH_MAX_DUE_LAG = 120
     _executed(seconds_ago=1)
@@ -159,3 +171,25 @@ def test_healthz_answers_503_with_the_reasons(client, settings):
     assert body["status"] == "error"
     assert body["problems"] and body["problems"][0].startswith("due-lag")
     assert body["checks"]["clusters"][0]["cluster"] == "host:1"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_healthz_goes_503_while_a_cluster_is_wedged_and_recovers_when_it_runs_again(client, settings, supervised):
+    settings.LUCIA_HEALTH_MAX_QUEUE_AGE = 2
+    settings.LUCIA_HEALTH_MAX_DUE_LAG = 2
+    # django-q2's own idle wait, so killing the idle worker wedges the cluster (django-q2 issue #23).
+    name, log = supervised(env={"LUCIA_Q_LOCK_FREE_WAIT": "false"})
+    os.kill(clusters.worker_pid(name, log), signal.SIGKILL)
+    clusters.real_run()
+
+    wedged = []
+    assert clusters.wait_for(lambda: wedged.append(client.get("/healthz/")) or wedged[-1].status_code == 503,
+                             seconds=20)
+    problems = wedged[-1].json()["problems"]
+    assert any(p.startswith("queue: the oldest of") for p in problems), problems
+    assert any(p.startswith("due-lag: an episode due") for p in problems), problems
+
+    # The supervisor restarts the stalled cluster; the work runs and health recovers by itself.
+    assert clusters.wait_for(lambda: client.get("/healthz/").status_code == 200, seconds=45), log.read_text()[-4000:]
+    assert ClusterHeartbeat.objects.get(cluster=name).restarts >= 1
