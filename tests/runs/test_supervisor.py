@@ -113,3 +113,31 @@ def test_a_qcluster_that_exits_is_started_again(supervised):
     assert row.restarts == 1 and row.last_restart_reason == "qcluster exited with status -9"
     run = clusters.real_run()
     assert clusters.wait_for(lambda: _start_episode_done(run), seconds=30), log.read_text()[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_supervisor_dispatches_a_follow_up_due_in_seconds_without_the_minute_schedule(supervised):
+    from django_q.models import Schedule
+
+    Schedule.objects.all().delete()  # only the supervisor's own dispatch can enqueue the follow-up
+    name, log = supervised()
+    run = clusters.real_run()
+    assert clusters.wait_for(lambda: _start_episode_done(run), seconds=30), log.read_text()[-4000:]
+    followup = Episode.objects.get(run=run, kind="followup", status=EpisodeStatus.QUEUED)
+
+    _sql("UPDATE runs_episode SET due_at = statement_timestamp() + interval '2 seconds' WHERE id = %s", [followup.pk])
+
+    assert clusters.wait_for(lambda: Episode.objects.get(pk=followup.pk).status == EpisodeStatus.DONE, seconds=20)
+
+
+@pytest.mark.django_db
+def test_a_failing_dispatch_is_logged_and_does_not_stop_the_supervisor(monkeypatch, caplog):
+    def broken(**kwargs):
+        raise RuntimeError("dispatcher bug")
+
+    monkeypatch.setattr(supervisor.dispatch, "dispatch_due", broken)
+    runner = supervisor.Supervisor(cluster="c", stall_after=timedelta(seconds=5), check_every=1, dispatch_every=2)
+    runner._dispatch()
+    assert "cluster c: dispatch_due failed" in caplog.text
+    assert "dispatcher bug" in caplog.text
