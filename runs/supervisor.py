@@ -10,6 +10,7 @@ wait for the every-minute schedule. The invariants never depend on any of this:
 leases and the outbox hold whatever a restart interrupts.
 """
 
+import ctypes
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 30.0
 # A SIGTERMed qcluster stops its workers gracefully; past this it is killed.
 STOP_GRACE_SECONDS = 10.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass
@@ -72,7 +74,7 @@ class Supervisor:
         env = {**os.environ, "LUCIA_WORKER_CLUSTER": self.cluster}
         self.child = subprocess.Popen(  # noqa: S603 (fixed argv: this interpreter, this project's manage.py)
             [sys.executable, str(settings.BASE_DIR / "manage.py"), "qcluster"],
-            cwd=settings.BASE_DIR, env=env, start_new_session=True,
+            cwd=settings.BASE_DIR, env=env, start_new_session=True, preexec_fn=_stop_with_parent,
         )
         self.started_monotonic = time.monotonic()
         self.registered = False
@@ -122,10 +124,10 @@ class Supervisor:
     def _dispatch(self) -> None:
         try:
             dispatch.dispatch_due()
-        except Exception as exc:  # any failure is the dispatcher's; the next interval tries again
+        except DatabaseError as exc:
+            self._database_failed("dispatch due episodes", exc)
+        except Exception:  # a bug in the dispatcher must not stop supervision; the next interval tries again
             logger.exception("cluster %s: dispatch_due failed", self.cluster)
-            if isinstance(exc, DatabaseError):
-                connection.close()
 
     def _database_failed(self, action: str, exc: DatabaseError) -> None:
         logger.warning("cluster %s: could not %s: %s", self.cluster, action, exc.__class__.__name__)
@@ -173,6 +175,15 @@ def release_orphaned_tasks(*, started_after: float, stall_after: timedelta) -> i
             [heartbeats.queue_key(), settings.Q_CLUSTER["retry"], started_seconds_ago, stall_after.total_seconds()],
         )
         return cursor.rowcount
+
+
+def _stop_with_parent() -> None:
+    """In the child before exec: SIGTERM it (a graceful qcluster stop) if the supervisor dies abruptly."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: an orphaned qcluster keeps running until stopped by hand
 
 
 def default_cluster_name() -> str:

@@ -11,6 +11,7 @@ import signal
 import time
 from datetime import timedelta
 
+import psutil
 import pytest
 from django.db import connection
 from django_q.tasks import async_task
@@ -141,3 +142,27 @@ def test_a_failing_dispatch_is_logged_and_does_not_stop_the_supervisor(monkeypat
     runner._dispatch()
     assert "cluster c: dispatch_due failed" in caplog.text
     assert "dispatcher bug" in caplog.text
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_supervisor_killed_outright_takes_its_qcluster_down_with_it(tmp_path):
+    log = tmp_path / "orphan.log"
+    process = clusters.start_supervised(log, name="orphan-test", stall_after=5)
+    try:
+        assert clusters.wait_for(lambda: clusters.worker_pid("orphan-test", log) is not None, seconds=40)
+        qcluster = psutil.Process(ClusterHeartbeat.objects.get(cluster="orphan-test").pid)
+        group = [qcluster, *qcluster.children(recursive=True)]  # sentinel, worker, monitor, pusher
+        assert len(group) >= 5
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+        def gone(p: psutil.Process) -> bool:
+            try:
+                return p.status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return True
+
+        assert clusters.wait_for(lambda: all(gone(p) for p in group), seconds=30)
+    finally:
+        clusters.stop_supervised(process, qcluster_pids=[ClusterHeartbeat.objects.get(cluster="orphan-test").pid])
