@@ -69,19 +69,22 @@ def worker_ready(cluster: str | None = None) -> None:
     _stamp(_READY_SQL, cluster or cluster_name())
 
 
-def register(cluster: str, *, pid: int) -> None:
-    """A new qcluster process runs for the cluster: reset its start time and in-flight count."""
+def register(cluster: str, *, pid: int, running_for: float = 0.0) -> None:
+    """A new qcluster process runs for the cluster, started `running_for` seconds ago.
+
+    Resets the in-flight count. Ready stamps older than the new start no longer
+    count, so a registration retried late (database down) still sees its workers.
+    """
     with connection.cursor() as cursor:
         cursor.execute(
             """
             INSERT INTO runs_clusterheartbeat AS h (cluster, host, pid, started_at, in_flight, restarts,
                    last_restart_reason)
-            VALUES (%s, %s, %s, statement_timestamp(), 0, 0, '')
+            VALUES (%s, %s, %s, statement_timestamp() - make_interval(secs => %s), 0, 0, '')
             ON CONFLICT (cluster) DO UPDATE
-               SET host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = EXCLUDED.started_at, ready_at = NULL,
-                   in_flight = 0
+               SET host = EXCLUDED.host, pid = EXCLUDED.pid, started_at = EXCLUDED.started_at, in_flight = 0
             """,
-            [cluster, socket.gethostname(), pid],
+            [cluster, socket.gethostname(), pid, running_for],
         )
 
 

@@ -83,7 +83,8 @@ class Supervisor:
 
     def _register(self) -> None:
         try:
-            heartbeats.register(self.cluster, pid=self.child.pid)
+            heartbeats.register(self.cluster, pid=self.child.pid,
+                                running_for=time.monotonic() - self.started_monotonic)
             self.registered = True
         except DatabaseError as exc:
             self._database_failed("register the cluster", exc)

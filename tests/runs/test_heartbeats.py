@@ -113,9 +113,17 @@ def test_a_booting_cluster_is_given_time_then_restarted_if_no_worker_came_up():
         "no worker came up 90s after qcluster started")
 
 
-def test_a_worker_coming_up_marks_the_cluster_booted_and_registering_again_clears_it():
+def test_a_worker_coming_up_marks_the_cluster_booted_until_a_new_qcluster_starts():
     heartbeats.register("c", pid=1)
     heartbeats.worker_ready("c")
-    assert ClusterHeartbeat.objects.get(cluster="c").ready_at is not None
+    assert not heartbeats.progress("c", stall_after=STALL).booting
     heartbeats.register("c", pid=2)
-    assert ClusterHeartbeat.objects.get(cluster="c").ready_at is None
+    assert heartbeats.progress("c", stall_after=STALL).booting
+
+
+def test_a_late_registration_still_counts_workers_that_came_up_since_the_qcluster_started():
+    heartbeats.register("c", pid=1)
+    _age_cluster("c", seconds=600)  # an old qcluster's stamps
+    heartbeats.worker_ready("c")  # the new qcluster's worker, up before the supervisor could register it
+    heartbeats.register("c", pid=2, running_for=30)
+    assert not heartbeats.progress("c", stall_after=STALL).booting
