@@ -107,3 +107,16 @@ def worker_pid(cluster: str, log: Path) -> int | None:
         return None
     pids = idle_worker_pids(log, qcluster_pid=row.pid)
     return pids[-1] if pids else None
+
+
+def blocked_in(pid: int, *kernel_waits: str) -> bool:
+    """The process sleeps in one of these kernel waits (/proc/<pid>/wchan), e.g. "pipe_read", "poll".
+
+    An idle django-q2 worker sleeps in the task pipe's read while it holds the queue's
+    reader lock; a lock-free one sleeps in poll(). Killing it there is killing it idle.
+    """
+    try:
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+    return any(wait in wchan for wait in kernel_waits)

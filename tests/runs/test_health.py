@@ -180,7 +180,9 @@ def test_healthz_goes_503_while_a_cluster_is_wedged_and_recovers_when_it_runs_ag
     settings.LUCIA_HEALTH_MAX_DUE_LAG = 2
     # django-q2's own idle wait, so killing the idle worker wedges the cluster (django-q2 issue #23).
     name, log = supervised(env={"LUCIA_Q_LOCK_FREE_WAIT": "false"})
-    os.kill(clusters.worker_pid(name, log), signal.SIGKILL)
+    idle = clusters.worker_pid(name, log)
+    assert clusters.wait_for(lambda: clusters.blocked_in(idle, "pipe_read"), seconds=10)  # holding the lock
+    os.kill(idle, signal.SIGKILL)
     clusters.real_run()
 
     wedged = []

@@ -12,7 +12,7 @@ import pytest
 from django_q.queues import Queue
 
 from runs import qworkers
-from tests.runs.cluster_helpers import wait_for
+from tests.runs.cluster_helpers import blocked_in, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -27,23 +27,17 @@ def _patient_reader(task_queue):
     qworkers.PatientReader(task_queue).get()
 
 
-def _kill_idle_reader(task_queue, target) -> None:
+def _kill_idle_reader(task_queue, target, *, waiting_in: tuple[str, ...]) -> None:
     reader = FORK.Process(target=target, args=(task_queue,))
     reader.start()
-    assert wait_for(lambda: _blocked(reader.pid), seconds=10)
+    assert wait_for(lambda: blocked_in(reader.pid, *waiting_in), seconds=10)
     os.kill(reader.pid, signal.SIGKILL)
     reader.join()
 
 
-def _blocked(pid: int) -> bool:
-    """The process is asleep in a wait (the lock or select), not still starting."""
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split()[2] == "S"
-
-
 def test_a_killed_idle_reader_of_django_q2s_wait_leaves_the_queue_unreadable():
     task_queue = Queue()
-    _kill_idle_reader(task_queue, _blocking_reader)
+    _kill_idle_reader(task_queue, _blocking_reader, waiting_in=("pipe_read",))  # with the lock held
     task_queue.put("task")
     with pytest.raises(queue.Empty):
         task_queue.get(timeout=2)  # the dead reader still holds the lock: the upstream wedge
@@ -51,7 +45,7 @@ def test_a_killed_idle_reader_of_django_q2s_wait_leaves_the_queue_unreadable():
 
 def test_a_killed_idle_patient_reader_leaves_the_queue_readable():
     task_queue = Queue()
-    _kill_idle_reader(task_queue, _patient_reader)
+    _kill_idle_reader(task_queue, _patient_reader, waiting_in=("poll", "select"))
     task_queue.put("task")
     assert qworkers.PatientReader(task_queue).get() == "task"
     assert task_queue.qsize() == 0

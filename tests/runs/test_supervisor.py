@@ -59,7 +59,9 @@ def _start_episode_done(run) -> bool:
 def test_a_cluster_wedged_by_a_killed_idle_worker_is_restarted_and_runs_queued_work(supervised):
     # django-q2's own idle wait (the lock-free wait off): the upstream wedge, django-q2 issue #23.
     name, log = supervised(env={"LUCIA_Q_LOCK_FREE_WAIT": "false"})
-    os.kill(clusters.worker_pid(name, log), signal.SIGKILL)
+    idle = clusters.worker_pid(name, log)
+    assert clusters.wait_for(lambda: clusters.blocked_in(idle, "pipe_read"), seconds=10)  # holding the lock
+    os.kill(idle, signal.SIGKILL)
 
     run = clusters.real_run()
 
@@ -77,6 +79,7 @@ def test_with_the_lock_free_wait_a_killed_idle_worker_does_not_wedge_the_cluster
     # A long stall time: the cluster must recover by itself, not through a restart.
     name, log = supervised(stall_after=600)
     killed = clusters.worker_pid(name, log)
+    assert clusters.wait_for(lambda: clusters.blocked_in(killed, "poll", "select"), seconds=10)  # idle
     os.kill(killed, signal.SIGKILL)
 
     run = clusters.real_run()
