@@ -1,4 +1,4 @@
-"""django-q2 workers that wait for tasks without holding the task queue's lock.
+"""django-q2 workers (and the monitor) that wait without holding their queue's lock.
 
 django-q2's worker blocks in `multiprocessing.Queue.get()`, which holds the
 queue's reader lock (a process-shared semaphore) for as long as it waits. An
@@ -12,8 +12,13 @@ is already there: the window in which a kill can strand the lock shrinks from
 "all idle time" to the microseconds of one read. The `runworkers` supervisor
 still restarts a cluster that stops making progress, whatever the cause.
 
-`install()` swaps the worker function django-q2's Sentinel spawns
-(`django_q.cluster.worker`); the task loop itself stays django-q2's own.
+The monitor, the only reader of the result queue, waits the same way: a monitor
+killed idle would otherwise leave every result unread and every task
+unacknowledged (redelivered after Q_CLUSTER["retry"]), while the workers still
+look busy.
+
+`install()` swaps the functions django-q2's Sentinel spawns
+(`django_q.cluster.worker` and `.monitor`); the loops themselves stay django-q2's own.
 """
 
 import queue
@@ -28,10 +33,9 @@ CONTENDED_PAUSE_SECONDS = 0.01
 def install() -> None:
     import django_q.cluster
 
-    if getattr(django_q.cluster.worker, "lucia_lock_free", False):
-        return
-    # Sentinel.spawn_worker and spawn_process both look the function up in this module's globals.
+    # Sentinel.spawn_worker, spawn_monitor and spawn_process look the functions up in that module's globals.
     django_q.cluster.worker = lock_free_worker
+    django_q.cluster.monitor = lock_free_monitor
 
 
 def lock_free_worker(task_queue, result_queue, timer, timeout=None) -> None:
@@ -40,7 +44,10 @@ def lock_free_worker(task_queue, result_queue, timer, timeout=None) -> None:
     worker(PatientReader(task_queue), result_queue, timer, timeout)
 
 
-lock_free_worker.lucia_lock_free = True
+def lock_free_monitor(result_queue, broker=None) -> None:
+    from django_q.monitor import monitor
+
+    monitor(PatientReader(result_queue), broker)
 
 
 class PatientReader:

@@ -17,6 +17,7 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"ready for work at (\d+)")
+MONITORING = re.compile(r"monitoring at (\d+)")
 
 
 def cluster_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -120,3 +121,18 @@ def blocked_in(pid: int, *kernel_waits: str) -> bool:
     except OSError:
         return False
     return any(wait in wchan for wait in kernel_waits)
+
+
+def monitor_pid(cluster: str, log: Path) -> int | None:
+    """The live monitor of the supervised cluster's current qcluster (it logs "monitoring at <pid>")."""
+    from runs.models import ClusterHeartbeat
+
+    row = ClusterHeartbeat.objects.filter(cluster=cluster).first()
+    if row is None or row.pid is None:
+        return None
+    try:
+        descendants = {p.pid for p in psutil.Process(row.pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        return None
+    pids = [pid for pid in map(int, MONITORING.findall(log.read_text(errors="replace"))) if pid in descendants]
+    return pids[-1] if pids else None

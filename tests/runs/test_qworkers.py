@@ -56,3 +56,4 @@ def test_installed_the_sentinel_spawns_lock_free_workers():
 
     qworkers.install()
     assert django_q.cluster.worker is qworkers.lock_free_worker
+    assert django_q.cluster.monitor is qworkers.lock_free_monitor

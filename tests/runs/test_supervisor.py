@@ -91,6 +91,24 @@ def test_with_the_lock_free_wait_a_killed_idle_worker_does_not_wedge_the_cluster
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
+def test_with_the_lock_free_wait_a_killed_idle_monitor_does_not_stop_results_being_acknowledged(supervised):
+    from django_q.models import OrmQ
+
+    name, log = supervised(stall_after=600)
+    monitor = clusters.monitor_pid(name, log)
+    assert clusters.wait_for(lambda: clusters.blocked_in(monitor, "poll", "select"), seconds=10)  # idle
+    os.kill(monitor, signal.SIGKILL)
+
+    run = clusters.real_run()
+
+    assert clusters.wait_for(lambda: _start_episode_done(run), seconds=30), log.read_text()[-4000:]
+    # The new monitor reads the results: the broker's rows are acknowledged (deleted), not left to be redelivered.
+    assert clusters.wait_for(lambda: not OrmQ.objects.exists(), seconds=20), list(OrmQ.objects.values("id", "lock"))
+    assert ClusterHeartbeat.objects.get(cluster=name).restarts == 0
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
 def test_a_killed_busy_worker_is_replaced_and_queued_work_runs(supervised, tmp_path):
     name, log = supervised()
     marker = tmp_path / "busy.pid"
