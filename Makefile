@@ -36,7 +36,7 @@ seed: migrate
 
 dev: seed
 	@echo "Studio: http://localhost:8000/admin/  API docs: http://localhost:8000/api/docs/"
-	@trap 'kill 0' EXIT; $(DEV_ENV) $(PY) manage.py qcluster & $(DEV_ENV) $(PY) manage.py runserver 8000
+	@trap 'kill 0' EXIT; $(DEV_ENV) $(PY) manage.py runworkers & $(DEV_ENV) $(PY) manage.py runserver 8000
 
 demo: seed
 	@status=0; for path in fixtures/agents/*.yaml; do \

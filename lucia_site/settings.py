@@ -113,6 +113,24 @@ LUCIA_SEND_RETRY_SECONDS = env_int("LUCIA_SEND_RETRY_SECONDS", 30)
 LUCIA_SEND_RETRY_MAX_SECONDS = env_int("LUCIA_SEND_RETRY_MAX_SECONDS", 900)
 LUCIA_SEND_LOOKUP_TRIES = env_int("LUCIA_SEND_LOOKUP_TRIES", 5)
 
+# --- Workers: supervision and health (runs.supervisor, runs.health) ------------------
+# Set by `runworkers` for its qcluster child; names the cluster's heartbeat row.
+LUCIA_WORKER_CLUSTER = env_str("LUCIA_WORKER_CLUSTER")
+# A cluster with work waiting this long and no task started or finished is restarted.
+LUCIA_WORKER_STALL_AFTER = env_int("LUCIA_WORKER_STALL_AFTER", 60)
+LUCIA_WORKER_CHECK_EVERY = env_int("LUCIA_WORKER_CHECK_EVERY", 5)
+# The supervisor dispatches due episodes this often, so short follow-ups need not wait for the minute schedule.
+LUCIA_DISPATCH_INTERVAL = env_int("LUCIA_DISPATCH_INTERVAL", 2)
+# Idle workers wait for tasks without holding the task queue's lock (runs.qworkers; django-q2 issue #23).
+LUCIA_Q_LOCK_FREE_WAIT = env_bool("LUCIA_Q_LOCK_FREE_WAIT", True)
+# /healthz/ answers 503 past any of these (seconds).
+LUCIA_HEALTH_MAX_DUE_LAG = env_int("LUCIA_HEALTH_MAX_DUE_LAG", 120)
+LUCIA_HEALTH_MAX_QUEUE_AGE = env_int("LUCIA_HEALTH_MAX_QUEUE_AGE", 120)
+LUCIA_HEALTH_MAX_IDLE = env_int("LUCIA_HEALTH_MAX_IDLE", 180)
+LUCIA_HEALTH_MAX_EXPIRED_LEASE = env_int("LUCIA_HEALTH_MAX_EXPIRED_LEASE", 120)
+# Failed episodes in the last hour above this count are unhealthy; 0 only reports them.
+LUCIA_HEALTH_MAX_FAILED_LAST_HOUR = env_int("LUCIA_HEALTH_MAX_FAILED_LAST_HOUR", 0)
+
 # --- Email (anymail) ------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "anymail.backends.test.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "lucia@localhost")

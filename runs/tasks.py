@@ -1,8 +1,12 @@
-"""django-q2 entry points: ids in, one domain call, result out."""
+"""django-q2 entry points: ids in, one domain call, result out.
+
+Each stamps the cluster heartbeat around its work (runs.heartbeats): progress
+the supervisor and `/healthz/` read.
+"""
 
 from datetime import datetime, timedelta
 
-from runs import dispatch, worker
+from runs import dispatch, heartbeats, worker
 
 DISPATCH_SCHEDULE = "runs.dispatch_due"
 DISPATCH_FUNC = "runs.tasks.dispatch_due"
@@ -10,13 +14,15 @@ DISPATCH_EVERY_MINUTES = 1
 
 
 def advance_run(run_id: int) -> bool:
-    return worker.advance_run(run_id)
+    with heartbeats.beat():
+        return worker.advance_run(run_id)
 
 
 def dispatch_due() -> dict:
     """Reap first, so episodes it requeues are due in the same pass."""
-    reaped = dispatch.reap_expired()
-    return {"reaped": reaped, "enqueued": dispatch.dispatch_due()}
+    with heartbeats.beat():
+        reaped = dispatch.reap_expired()
+        return {"reaped": reaped, "enqueued": dispatch.dispatch_due()}
 
 
 def ensure_schedules() -> None:
@@ -31,7 +37,7 @@ def ensure_schedules() -> None:
 
 
 def last_dispatch_at() -> datetime | None:
-    """When the cluster's scheduler last fired dispatch_due (None: never, or no schedule); for /healthz/.
+    """When the cluster's scheduler last fired dispatch_due (None: never, or no schedule).
 
     The scheduler moves `next_run` one interval ahead each time it enqueues the task.
     """
