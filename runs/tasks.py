@@ -4,9 +4,11 @@ Each stamps the cluster heartbeat around its work (runs.heartbeats): progress
 the supervisor and `/healthz/` read.
 """
 
-from datetime import datetime, timedelta
+import logging
 
 from runs import dispatch, heartbeats, worker
+
+logger = logging.getLogger(__name__)
 
 DISPATCH_SCHEDULE = "runs.dispatch_due"
 DISPATCH_FUNC = "runs.tasks.dispatch_due"
@@ -19,9 +21,13 @@ def advance_run(run_id: int) -> bool:
 
 
 def dispatch_due() -> dict:
-    """Reap first, so episodes it requeues are due in the same pass."""
+    """Reap first, so episodes it requeues are due in the same pass; a failing reap never holds back the timers."""
     with heartbeats.beat():
-        reaped = dispatch.reap_expired()
+        try:
+            reaped = dispatch.reap_expired()
+        except Exception:  # the reaper isolates each run; this is the pass itself (e.g. its query) failing
+            logger.exception("reap pass failed; dispatching anyway")
+            reaped = 0
         return {"reaped": reaped, "enqueued": dispatch.dispatch_due()}
 
 
@@ -35,15 +41,3 @@ def ensure_schedules() -> None:
                   "repeats": -1},
     )
 
-
-def last_dispatch_at() -> datetime | None:
-    """When the cluster's scheduler last fired dispatch_due (None: never, or no schedule).
-
-    The scheduler moves `next_run` one interval ahead each time it enqueues the task.
-    """
-    from django_q.models import Schedule
-
-    schedule = Schedule.objects.filter(name=DISPATCH_SCHEDULE).only("next_run", "task").first()
-    if schedule is None or not schedule.task or schedule.next_run is None:
-        return None
-    return schedule.next_run - timedelta(minutes=schedule.minutes or DISPATCH_EVERY_MINUTES)
