@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.config import patterns
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus
 
 # Answers a human gives to confirm; anything else (including silence) does not.
@@ -40,7 +41,10 @@ def check(done_when: dict, *, evidence: dict, task_key: str = "") -> EvidenceRes
     checker = _CHECKS.get(kind)
     if checker is None:
         return EvidenceResult(False, f"unknown done_when type {kind!r}")
-    return checker(done_when, evidence, task_key)
+    try:
+        return checker(done_when, evidence, task_key)
+    except patterns.PatternError as error:  # a version published before patterns were RE2-checked
+        return EvidenceResult(False, f"the check's pattern cannot be used ({error}); fix it in a new version")
 
 
 def _attachment_received(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
@@ -62,9 +66,9 @@ def _attachment_received(done_when: dict, evidence: dict, task_key: str) -> Evid
 
 
 def _reply_matches(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
-    pattern = re.compile(done_when["pattern"])
+    pattern = patterns.compiled(done_when["pattern"])
     for message in _messages(evidence, "reply"):
-        found = pattern.search(message.get("text") or "")
+        found = pattern.search(patterns.bounded(message.get("text") or ""))
         if found:
             return EvidenceResult(True, "reply matches", {"text": found.group(0)}, message.get("source", ""))
     return EvidenceResult(False, "no received reply matches the expected pattern")
@@ -73,7 +77,7 @@ def _reply_matches(done_when: dict, evidence: dict, task_key: str) -> EvidenceRe
 def _field_extracted(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
     name = done_when["field"]
     kind = {"reply": "reply", "call": "call"}.get(done_when.get("from", "reply"))
-    pattern = re.compile(done_when["pattern"]) if done_when.get("pattern") else None
+    pattern = patterns.compiled(done_when["pattern"]) if done_when.get("pattern") else None
     for message in _messages(evidence, kind):
         value = _extract(message, name, pattern)
         if value:
@@ -111,15 +115,15 @@ def _content_type_ok(content_type: str, allowed: list[str]) -> bool:
 
 
 def _filename_ok(filename: str, pattern: str | None) -> bool:
-    return pattern is None or re.search(pattern, filename) is not None
+    return pattern is None or patterns.search(pattern, filename) is not None
 
 
-def _extract(message: dict, name: str, pattern: re.Pattern | None) -> str:
+def _extract(message: dict, name: str, pattern) -> str:
     """The field's value from structured fields or the text; '' when absent or invalid."""
     value = str((message.get("fields") or {}).get(name) or "")
     # What a text extractor read from attachments counts as part of the message.
     extracted = [a.get("text") or "" for a in message.get("attachments") or []]
-    text = "\n".join([message.get("text") or "", *extracted])
+    text = patterns.bounded("\n".join([message.get("text") or "", *extracted]))
     if value:
         return value if pattern is None or pattern.search(value) else ""
     if pattern is not None:

@@ -13,6 +13,8 @@ import functools
 import re
 from datetime import date, datetime, timedelta
 
+from agents.config import patterns
+
 # First match wins. "unclassified" is what is left: it goes to a human.
 INTENT_ORDER = (
     "opt_out", "dispute", "injection", "out_of_office", "wrong_person", "request_from_us",
@@ -80,13 +82,13 @@ _PHONE = re.compile(r"\+?\d[\d ().-]{7,}\d")
 
 def classify(text: str, *, extra: dict[str, list[str]] | None = None) -> str:
     """The reply's intent: one of INTENT_ORDER, or "unclassified"."""
-    normal = normalize(text)
+    normal = normalize(patterns.bounded(text))
     if normal.strip(" .!") in _OPT_OUT_WORDS:
         return "opt_out"
     extra_key = tuple(sorted((intent, tuple(phrases)) for intent, phrases in (extra or {}).items()))
-    patterns = _patterns(extra_key)
+    compiled = _patterns(extra_key)
     for intent in INTENT_ORDER:
-        if patterns[intent].search(normal):
+        if compiled[intent].search(normal):
             return intent
     return "unclassified"
 
@@ -139,7 +141,7 @@ def may_prove(done_when: dict, *, kind: str, text: str, attachments: list[dict],
         if check == "attachment_received":
             return kind == "inbound" and any(_attachment_fits(a, done_when) for a in attachments)
         if check == "reply_matches":
-            return kind == "inbound" and bool(re.search(done_when.get("pattern") or "(?!)", text))
+            return kind == "inbound" and bool(done_when.get("pattern") and patterns.search(done_when["pattern"], text))
         if check == "field_extracted":
             source = done_when.get("from", "reply")
             if source != "any" and source != {"inbound": "reply", "call_report": "call"}.get(kind):
@@ -148,8 +150,10 @@ def may_prove(done_when: dict, *, kind: str, text: str, attachments: list[dict],
             if field in fields:
                 return True
             label = re.escape(field.replace("_", " "))
-            return bool(re.search(done_when.get("pattern") or rf"(?im)^\s*{label}\s*:\s*\S", text))
-    except re.error:
+            if done_when.get("pattern"):
+                return bool(patterns.search(done_when["pattern"], text))
+            return bool(re.search(rf"(?im)^\s*{label}\s*:\s*\S", patterns.bounded(text)))
+    except patterns.PatternError:
         return False
     return False
 
@@ -160,7 +164,7 @@ def _attachment_fits(attachment: dict, done_when: dict) -> bool:
     type_ok = not wanted or any(content_type == w or (w.endswith("/*") and content_type.startswith(w[:-1]))
                                 for w in wanted)
     pattern = done_when.get("filename_pattern")
-    return type_ok and (not pattern or bool(re.search(pattern, attachment.get("filename") or "")))
+    return type_ok and (not pattern or bool(patterns.search(pattern, attachment.get("filename") or "")))
 
 
 # --- "out until the 14th", "call me in 3 days" ---------------------------------------------------
