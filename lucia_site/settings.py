@@ -168,13 +168,13 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["agents.api_auth.HasOrganization"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "lucia_site.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "lucia_site.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_PARSER_CLASSES": [
         "lucia_site.untrusted_input.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "lucia_site.untrusted_input.FormParser",
+        "lucia_site.untrusted_input.MultiPartParser",
     ],
 }
 SPECTACULAR_SETTINGS = {

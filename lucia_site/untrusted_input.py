@@ -72,6 +72,33 @@ class JSONParser(parsers.JSONParser):
         return data
 
 
+class FormParser(parsers.FormParser):
+    """DRF's form parser; a NUL in a field name or value is a 400."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        data = super().parse(stream, media_type, parser_context)
+        _refuse_nul_fields(data)
+        return data
+
+
+class MultiPartParser(parsers.MultiPartParser):
+    """DRF's multipart parser; a NUL in a field name, value or file name is a 400 (file bytes may hold anything)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        parsed = super().parse(stream, media_type, parser_context)
+        _refuse_nul_fields(parsed.data)
+        names = [name for name, uploads in parsed.files.lists() for name in [name, *(u.name or "" for u in uploads)]]
+        if any("\x00" in name for name in names):
+            raise ParseError(f"{NUL_DETAIL} in a file field or file name.")
+        return parsed
+
+
+def _refuse_nul_fields(data) -> None:
+    for name, values in data.lists():
+        if "\x00" in name or any("\x00" in value for value in values):
+            raise ParseError(f"{NUL_DETAIL} in form field {name!r}.")
+
+
 def json_problem(data: object) -> str:
     """What makes decoded JSON unstorable ('' when nothing does); walks iteratively, so depth cannot overflow."""
     stack: list[tuple[object, str, int]] = [(data, "$", 1)]

@@ -79,8 +79,9 @@ def load(text: str) -> object:
     """The single YAML document in `text` as plain Python data; raises SourceError."""
     if len(text) > MAX_SOURCE_CHARS:
         raise SourceError(f"config is longer than {MAX_SOURCE_CHARS} characters")
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # the reader refuses control characters here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -99,7 +100,8 @@ def load(text: str) -> object:
     except (yaml.YAMLError, ValueError, RecursionError) as error:
         raise SourceError(f"unreadable YAML: {error}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _check_nodes(root: yaml.Node) -> None:

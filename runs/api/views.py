@@ -1,7 +1,7 @@
 """Runs and escalations over HTTP: ids in, one runs.* call, result out. Always scoped to the caller's org."""
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -29,6 +29,10 @@ from runs.timeline import timeline_for
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "conflict"
+
+
+RUN_ENDED = OpenApiResponse(description="The run has ended.")
+ESCALATION_CLOSED = OpenApiResponse(description="The escalation is already answered or closed.")
 
 
 def _via(request: Request) -> str:
@@ -90,13 +94,14 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             raise exceptions.ValidationError({"agent": [message]})
         return deployment, None
 
+    # The whole story in one list, not a page of it.
     @extend_schema(responses={200: TimelineItemSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)
     def timeline(self, request: Request, pk: str) -> Response:
         run = self.get_object()
         return Response([item.as_dict() for item in timeline_for(run)])
 
-    @extend_schema(request=EventSerializer, responses={201: EpisodeSerializer, 200: EpisodeSerializer})
+    @extend_schema(request=EventSerializer, responses={201: EpisodeSerializer, 200: EpisodeSerializer, 409: RUN_ENDED})
     @action(detail=True, methods=["post"])
     def events(self, request: Request, pk: str) -> Response:
         run = self.get_object()
@@ -114,7 +119,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             return Response(EpisodeSerializer(existing).data, status=status.HTTP_200_OK)
         return Response(EpisodeSerializer(episode).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=CancelSerializer, responses={200: RunSerializer})
+    @extend_schema(request=CancelSerializer, responses={200: RunSerializer, 409: RUN_ENDED})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         run = self.get_object()
@@ -146,7 +151,7 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     def list(self, request: Request, *args, **kwargs) -> Response:
         return super().list(request, *args, **kwargs)
 
-    @extend_schema(request=AnswerSerializer, responses={200: EscalationSerializer})
+    @extend_schema(request=AnswerSerializer, responses={200: EscalationSerializer, 409: ESCALATION_CLOSED})
     @action(detail=True, methods=["post"])
     def answer(self, request: Request, pk: str) -> Response:
         escalation = self.get_object()
@@ -161,7 +166,7 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
             raise Conflict(str(error)) from None
         return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=pk)).data)
 
-    @extend_schema(request=ResolveSerializer, responses={200: EscalationSerializer})
+    @extend_schema(request=ResolveSerializer, responses={200: EscalationSerializer, 409: ESCALATION_CLOSED})
     @action(detail=True, methods=["post"])
     def resolve(self, request: Request, pk: str) -> Response:
         escalation = self.get_object()
