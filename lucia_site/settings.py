@@ -114,6 +114,9 @@ AXES_FAILURE_LIMIT = env_int("LUCIA_LOGIN_FAILURE_LIMIT", 5)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LUCIA_LOGIN_LOCKOUT_MINUTES", 60)) or None
 AXES_RESET_ON_SUCCESS = True
+# Behind a reverse proxy: the META name of the header it sets, e.g. HTTP_X_FORWARDED_FOR (right-most entry used).
+LUCIA_CLIENT_IP_HEADER = env_str("LUCIA_CLIENT_IP_HEADER", "")
+AXES_CLIENT_IP_CALLABLE = "lucia_site.client_address.client_address"
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -179,3 +179,19 @@ def test_weak_passwords_are_refused(weak):
 
 def test_a_long_uncommon_password_is_accepted():
     validate_password(PASSWORD, user=get_user_model()(username="ops"))
+
+
+@pytest.mark.django_db
+def test_behind_a_proxy_the_lockout_counts_the_address_the_proxy_saw(client, staff, settings):
+    settings.AXES_FAILURE_LIMIT = 2
+    settings.LUCIA_CLIENT_IP_HEADER = "HTTP_X_FORWARDED_FOR"
+    proxy = "10.0.0.2"
+
+    def via_proxy(password: str, forwarded_for: str):
+        return client.post("/admin/login/?next=/admin/", {"username": "ops", "password": password},
+                           REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR=forwarded_for)
+
+    # A client cannot dodge the count by prepending addresses: the proxy appends the real one last.
+    via_proxy("wrong", "203.0.113.7")
+    assert via_proxy("wrong", "1.2.3.4, 203.0.113.7").status_code == 429
+    assert via_proxy(PASSWORD, "198.51.100.9").status_code == 302  # another client behind the same proxy
