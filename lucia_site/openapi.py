@@ -4,7 +4,7 @@ drf-spectacular documents only success codes, so a client (or schemathesis)
 meets undocumented 400/401/403/404s. Every `/api/v1/` operation can refuse
 input (400: a field error map, or NUL bytes anywhere), an unknown or missing
 key (401) and a caller without the right (403); one with a path parameter can
-answer 404 (another organization's object is a 404 too).
+answer 404 (another organization's object is a 404 too); one with a body, 413.
 """
 
 from drf_spectacular import openapi
@@ -27,6 +27,7 @@ ERRORS = {
     "401": ("No API key, or an unknown or revoked one.", "ErrorDetail", DETAIL),
     "403": ("The key may not do this (agent building needs a builder key).", "ErrorDetail", DETAIL),
     "404": ("No such object in the caller's organization.", "ErrorDetail", DETAIL),
+    "413": ("The JSON body is larger than the server reads (LUCIA_MAX_JSON_BYTES).", "ErrorDetail", DETAIL),
 }
 
 
@@ -35,6 +36,8 @@ class AutoSchema(openapi.AutoSchema):
         responses = super()._get_response_bodies(direction)
         for code, (description, name, schema) in ERRORS.items():
             if code in responses or (code == "404" and "{" not in self.path):
+                continue
+            if code == "413" and self.method not in ("POST", "PUT", "PATCH"):
                 continue
             responses[code] = {"description": description, "content": self._json(name, schema)}
         for code, response in responses.items():

@@ -147,6 +147,8 @@ LUCIA_LEASE_SECONDS = env_int("LUCIA_LEASE_SECONDS", 90)
 LUCIA_HEARTBEAT_SECONDS = env_int("LUCIA_HEARTBEAT_SECONDS", 30)
 LUCIA_EPISODE_MAX_ATTEMPTS = env_int("LUCIA_EPISODE_MAX_ATTEMPTS", 3)
 LUCIA_SLICE_STEP_CAP = env_int("LUCIA_SLICE_STEP_CAP", 20)
+# Largest JSON request body the API reads (attachments may travel base64-encoded inside one).
+LUCIA_MAX_JSON_BYTES = env_int("LUCIA_MAX_JSON_BYTES", 20 * 1024 * 1024)
 # User-supplied patterns (done_when checks) scan at most this many characters of inbound text.
 LUCIA_PATTERN_SCAN_CHARS = env_int("LUCIA_PATTERN_SCAN_CHARS", 20_000)
 

@@ -13,13 +13,18 @@ import math
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from rest_framework import parsers
-from rest_framework.exceptions import ParseError
+from rest_framework import parsers, status
+from rest_framework.exceptions import APIException, ParseError
 
 # Deep enough for every body the API documents (agent configs nest about eight levels).
 MAX_JSON_DEPTH = 32
 
 NUL_DETAIL = "NUL characters (\\u0000) are not accepted"
+
+
+class BodyTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "body_too_large"
 
 
 class RefuseNulBytes:
@@ -51,11 +56,15 @@ def nul_location(request: HttpRequest) -> str:
 
 
 class JSONParser(parsers.JSONParser):
-    """DRF's JSON parser, plus: strict UTF-8, a nesting limit, no NUL or lone surrogates, finite numbers only."""
+    """DRF's JSON parser, plus: a size limit, strict UTF-8, a nesting limit, no NUL or lone surrogates, finite
+    numbers only."""
 
     def parse(self, stream, media_type=None, parser_context=None) -> object:
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
-        raw = stream.read() if stream is not None else b""
+        limit = settings.LUCIA_MAX_JSON_BYTES
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:
+            raise BodyTooLarge(f"JSON bodies are limited to {limit} bytes.")
         try:
             text = raw.decode(encoding)
         except (UnicodeDecodeError, LookupError):

@@ -187,3 +187,14 @@ def test_the_page_size_ceiling_applies_to_what_the_database_is_asked(world):
 
     request = Request(APIRequestFactory().get("/api/v1/runs/", {"limit": "1000000"}))
     assert LimitOffsetPagination().get_limit(request) == MAX_PAGE_SIZE
+
+
+def test_a_json_body_over_the_size_limit_is_a_413(world, settings):
+    client, deployment, _ = world
+    settings.LUCIA_MAX_JSON_BYTES = 1000
+    body = json.dumps(start_body(deployment, goal="x" * 2000))
+
+    response = post_json(client, "/api/v1/runs/", body)
+
+    assert response.status_code == 413
+    assert "1000 bytes" in response.json()["detail"]
