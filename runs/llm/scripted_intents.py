@@ -76,7 +76,8 @@ _BUILTIN: dict[str, tuple[str, ...]] = {
 # Whole-message opt-outs (the SMS conventions), so "stop" inside a sentence is not one.
 _OPT_OUT_WORDS = {"stop", "stopall", "stop all", "unsubscribe", "cancel", "end", "quit", "please stop", "stop please"}
 
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# The lookbehind starts a match only where an address can start; without it a long run of letters costs n².
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PHONE = re.compile(r"\+?\d[\d ().-]{7,}\d")
 
 
@@ -106,7 +107,7 @@ _CHANNEL_ASKS = (
 
 def requested_channel(text: str) -> str | None:
     """The channel a "please email me instead" reply asks for, or None when it names none."""
-    normal = normalize(text)
+    normal = normalize(patterns.bounded(text))
     for pattern in _CHANNEL_ASKS:
         if match := pattern.search(normal):
             return _CHANNEL_NAMES[match.group(1)]
@@ -115,6 +116,7 @@ def requested_channel(text: str) -> str | None:
 
 def new_addresses(text: str, *, known: set[str]) -> list[str]:
     """Email addresses and phone numbers in `text` that are not in `known` (lowercased, digits only for phones)."""
+    text = patterns.bounded(text)
     found = [match.lower() for match in _EMAIL.findall(text)]
     found += [re.sub(r"\D", "", match) for match in _PHONE.findall(_ISO.sub(" ", text))]
     return [item for item in dict.fromkeys(found) if item not in known]
@@ -188,7 +190,7 @@ _RELATIVE = re.compile(
 
 def parse_availability(text: str, *, now: datetime | None) -> dict:
     """When to contact again: {"at": "YYYY-MM-DD"}, {"delay_s": seconds}, or {} when the text names no time."""
-    normal = normalize(text)
+    normal = normalize(patterns.bounded(text))
     today = now.date() if now else None
     if today is not None and (resume := _absolute(normal, today)) is not None:
         return {"at": resume.isoformat()}
