@@ -198,3 +198,19 @@ def test_a_json_body_over_the_size_limit_is_a_413(world, settings):
 
     assert response.status_code == 413
     assert "1000 bytes" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(("source", "path"), [
+    ("slug: w9\n? [a, b]\n: 1\n", "<root>"),
+    ("slug: w9\nfollowup: {? {a: b}: 1}\n", "followup"),
+    ("[" * 5000, "<yaml>"),
+    ("a: &a [*a]\n", "<yaml>"),
+])
+def test_yaml_a_builder_cannot_store_is_a_draft_with_errors_not_a_500(world, source, path):
+    client, deployment, _ = world
+
+    response = client.post(f"/api/v1/agents/{deployment.agent.slug}/versions/", {"source": source}, format="json")
+
+    assert response.status_code == 201
+    assert response.json()["validation"]["ok"] is False
+    assert response.json()["validation"]["errors"][0]["path"] == path

@@ -19,7 +19,7 @@ import yaml
 from agents.config import errors
 
 MAX_SOURCE_CHARS = 200_000
-# Counted with aliases expanded; a 200 000-character file without aliases stays far below it.
+# Counted with aliases expanded; real configs hold a few hundred values.
 MAX_VALUES = 100_000
 
 _BOOL = "tag:yaml.org,2002:bool"
