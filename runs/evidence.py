@@ -118,14 +118,14 @@ def _filename_ok(filename: str, pattern: str | None) -> bool:
     return pattern is None or patterns.search(pattern, filename) is not None
 
 
-def _extract(message: dict, name: str, pattern) -> str:
+def _extract(message: dict, name: str, pattern: patterns.Pattern | None) -> str:
     """The field's value from structured fields or the text; '' when absent or invalid."""
     value = str((message.get("fields") or {}).get(name) or "")
     # What a text extractor read from attachments counts as part of the message.
     extracted = [a.get("text") or "" for a in message.get("attachments") or []]
     text = patterns.bounded("\n".join([message.get("text") or "", *extracted]))
     if value:
-        return value if pattern is None or pattern.search(value) else ""
+        return value if pattern is None or pattern.search(patterns.bounded(value)) else ""
     if pattern is not None:
         found = pattern.search(text)
         if found is None:

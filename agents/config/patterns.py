@@ -23,6 +23,11 @@ SYNTAX_HINT = (
 )
 
 
+# re2 exports no public names for its compiled pattern and match types.
+Pattern = re2._Regexp
+Match = re2._Match
+
+
 class PatternError(ValueError):
     """A pattern RE2 cannot compile; the message says why."""
 
@@ -35,7 +40,7 @@ def _options() -> re2.Options:
 
 
 @functools.lru_cache(maxsize=512)
-def compiled(pattern: str):
+def compiled(pattern: str) -> Pattern:
     """`pattern` compiled by RE2 (cached); raises PatternError."""
     try:
         return re2.compile(pattern, _options())
@@ -51,6 +56,6 @@ def bounded(text: str) -> str:
     return text[: settings.LUCIA_PATTERN_SCAN_CHARS]
 
 
-def search(pattern: str, text: str):
+def search(pattern: str, text: str) -> Match | None:
     """The first match of `pattern` in the bounded `text`, or None; raises PatternError."""
     return compiled(pattern).search(bounded(text))
