@@ -28,7 +28,7 @@ class BodyTooLarge(APIException):
 
 
 class RefuseNulBytes:
-    """Middleware: a NUL in the path, query string or a form-encoded body is a 400."""
+    """Middleware: a NUL in the path, query string, a header or a form-encoded body is a 400."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
@@ -48,6 +48,8 @@ def nul_location(request: HttpRequest) -> str:
     query = request.META.get("QUERY_STRING", "")
     if "%00" in query or "\x00" in query:
         return "query string"
+    if any("\x00" in value for name, value in request.META.items() if name.startswith("HTTP_")):
+        return "headers"
     if request.content_type == "application/x-www-form-urlencoded":
         body = request.body
         if b"%00" in body or b"\x00" in body:

@@ -51,6 +51,13 @@ def test_a_nul_in_the_query_string_is_a_400(world, query):
     assert "query string" in response.json()["detail"]
 
 
+def test_a_nul_in_a_header_is_a_400(world):
+    client, _, _ = world
+    response = client.get("/api/v1/runs/", HTTP_X_LUCIA_ORGANIZATION="acme\x00")
+    assert response.status_code == 400
+    assert "headers" in response.json()["detail"]
+
+
 @pytest.mark.parametrize("change", [
     {"goal": "W-9\x00please"},
     {"inputs": {"invoice\x00": "INV-1"}},
