@@ -1,5 +1,6 @@
 """Lucia settings. Every value comes from the environment (see README, "Settings")."""
 
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -10,9 +11,15 @@ from lucia_site.env import env_bool, env_int, env_list, env_str
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-# The insecure fallback only serves development; check lucia.E001 refuses it when DEBUG is off.
+# The insecure fallback only serves development: with DEBUG off the process refuses to start on it.
 INSECURE_SECRET_KEY = "insecure-development-key-set-DJANGO_SECRET_KEY"  # noqa: S105
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", INSECURE_SECRET_KEY)
+if not DEBUG and SECRET_KEY == INSECURE_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is unset and DJANGO_DEBUG is off: refusing to start with the public development key. "
+        "Set DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) to a long random value, e.g. the output of "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`, or set DJANGO_DEBUG=true for development."
+    )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver"])
 
 INSTALLED_APPS = [
@@ -26,6 +33,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_q",
     "anymail",
+    "axes",
     "lucia_site",
     "agents",
     "connectors",
@@ -35,12 +43,15 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "lucia_site.untrusted_input.RefuseNulBytes",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as axes asks: it turns a locked-out login into its lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "lucia_site.urls"
@@ -69,6 +80,43 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+
+# --- Security (production defaults; DJANGO_DEBUG=true relaxes the HTTPS ones) -----------
+SECURE_SSL_REDIRECT = env_bool("LUCIA_SSL_REDIRECT", not DEBUG)
+SESSION_COOKIE_SECURE = env_bool("LUCIA_SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS = env_int("LUCIA_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("LUCIA_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("LUCIA_HSTS_PRELOAD", True)
+# Behind a TLS-terminating proxy: "HTTP_X_FORWARDED_PROTO=https". Only set it when the proxy overwrites that header.
+_proxy_ssl_header = env_str("LUCIA_PROXY_SSL_HEADER")
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_ssl_header.split("=", 1)) if _proxy_ssl_header else None
+if SECURE_PROXY_SSL_HEADER is not None and len(SECURE_PROXY_SSL_HEADER) != 2:
+    raise ImproperlyConfigured(
+        f"LUCIA_PROXY_SSL_HEADER={_proxy_ssl_header!r} must look like HTTP_X_FORWARDED_PROTO=https."
+    )
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# Login throttling (django-axes): a username is locked out from one address after repeated failures;
+# `manage.py axes_reset` (or the Studio's "Access attempts") unlocks. API keys do not log in and are unaffected.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LUCIA_LOGIN_FAILURE_LIMIT", 5)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LUCIA_LOGIN_LOCKOUT_MINUTES", 60)) or None
+AXES_RESET_ON_SUCCESS = True
+# Behind a reverse proxy: the META name of the header it sets, e.g. HTTP_X_FORWARDED_FOR (right-most entry used).
+LUCIA_CLIENT_IP_HEADER = env_str("LUCIA_CLIENT_IP_HEADER", "")
+AXES_CLIENT_IP_CALLABLE = "lucia_site.client_address.client_address"
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
@@ -131,6 +179,11 @@ LUCIA_HEALTH_MAX_EXPIRED_LEASE = env_int("LUCIA_HEALTH_MAX_EXPIRED_LEASE", 120)
 # Failed episodes in the last hour above this count are unhealthy; 0 only reports them.
 LUCIA_HEALTH_MAX_FAILED_LAST_HOUR = env_int("LUCIA_HEALTH_MAX_FAILED_LAST_HOUR", 0)
 
+# Largest JSON request body the API reads (attachments may travel base64-encoded inside one).
+LUCIA_MAX_JSON_BYTES = env_int("LUCIA_MAX_JSON_BYTES", 20 * 1024 * 1024)
+# User-supplied patterns (done_when checks) scan at most this many characters of inbound text.
+LUCIA_PATTERN_SCAN_CHARS = env_int("LUCIA_PATTERN_SCAN_CHARS", 20_000)
+
 # --- Email (anymail) ------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "anymail.backends.test.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "lucia@localhost")
@@ -152,9 +205,14 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["agents.api_auth.HasOrganization"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_SCHEMA_CLASS": "lucia_site.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "lucia_site.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_PARSER_CLASSES": [
+        "lucia_site.untrusted_input.JSONParser",
+        "lucia_site.untrusted_input.FormParser",
+        "lucia_site.untrusted_input.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Lucia API",

@@ -12,3 +12,5 @@ urlpatterns = [
     path("healthz/", healthz, name="healthz"),
     path("hooks/", include("lucia_site.webhooks.urls")),
 ]
+
+handler404 = "lucia_site.error_pages.not_found"

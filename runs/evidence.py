@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.config import patterns
 from connectors import attachments
 from runs import senders
 from runs.models import Contact, Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus
@@ -50,10 +51,13 @@ def check(done_when: dict, *, evidence: dict, task_key: str = "", contact_role: 
     checker = _CHECKS.get(kind)
     if checker is None:
         return EvidenceResult(False, f"unknown done_when type {kind!r}")
-    if kind == "human_confirmation":
-        return checker(done_when, evidence, task_key)
-    own = {**evidence, "messages": [m for m in evidence.get("messages") or [] if _from_contact(m, contact_role)]}
-    result = checker(done_when, own, task_key)
+    try:
+        if kind == "human_confirmation":
+            return checker(done_when, evidence, task_key)
+        own = {**evidence, "messages": [m for m in evidence.get("messages") or [] if _from_contact(m, contact_role)]}
+        result = checker(done_when, own, task_key)
+    except patterns.PatternError as error:  # a version published before patterns were RE2-checked
+        return EvidenceResult(False, f"the check's pattern cannot be used ({error}); fix it in a new version")
     strangers = len(evidence.get("messages") or []) - len(own["messages"])
     if not result.passed and strangers:
         who = f"the {contact_role} contact" if contact_role else "a contact of this run"
@@ -103,9 +107,9 @@ def _unproven(attachment: dict) -> str:
 
 
 def _reply_matches(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
-    pattern = re.compile(done_when["pattern"])
+    pattern = patterns.compiled(done_when["pattern"])
     for message in _messages(evidence, "reply"):
-        found = pattern.search(message.get("text") or "")
+        found = pattern.search(patterns.bounded(message.get("text") or ""))
         if found:
             return EvidenceResult(True, "reply matches", {"text": found.group(0)}, message.get("source", ""))
     return EvidenceResult(False, "no received reply matches the expected pattern")
@@ -114,7 +118,7 @@ def _reply_matches(done_when: dict, evidence: dict, task_key: str) -> EvidenceRe
 def _field_extracted(done_when: dict, evidence: dict, task_key: str) -> EvidenceResult:
     name = done_when["field"]
     kind = {"reply": "reply", "call": "call"}.get(done_when.get("from", "reply"))
-    pattern = re.compile(done_when["pattern"]) if done_when.get("pattern") else None
+    pattern = patterns.compiled(done_when["pattern"]) if done_when.get("pattern") else None
     for message in _messages(evidence, kind):
         value = _extract(message, name, pattern)
         if value:
@@ -152,17 +156,17 @@ def _content_type_ok(content_type: str, allowed: list[str]) -> bool:
 
 
 def _filename_ok(filename: str, pattern: str | None) -> bool:
-    return pattern is None or re.search(pattern, filename) is not None
+    return pattern is None or patterns.search(pattern, filename) is not None
 
 
-def _extract(message: dict, name: str, pattern: re.Pattern | None) -> str:
+def _extract(message: dict, name: str, pattern: patterns.Pattern | None) -> str:
     """The field's value from structured fields or the text; '' when absent or invalid."""
     value = str((message.get("fields") or {}).get(name) or "")
     # What a text extractor read from attachments counts as part of the message.
     extracted = [a.get("text") or "" for a in message.get("attachments") or []]
-    text = "\n".join([message.get("text") or "", *extracted])
+    text = patterns.bounded("\n".join([message.get("text") or "", *extracted]))
     if value:
-        return value if pattern is None or pattern.search(value) else ""
+        return value if pattern is None or pattern.search(patterns.bounded(value)) else ""
     if pattern is not None:
         found = pattern.search(text)
         if found is None:

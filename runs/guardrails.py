@@ -31,7 +31,8 @@ from runs.models import Episode, EpisodeKind
 
 # Characters a message may have; SMS: Twilio's limit for a concatenated message.
 MAX_CHARS = {"sms": 1600, "slack": 40_000, "voice": 4_000, "email": 100_000}
-EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# The lookbehind starts a match only where an address can start; without it a long run of letters costs n².
+EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"')\]]+", re.IGNORECASE)
 # International numbers and North American formats only: invoice and order numbers must not look like phones.
 PHONE = re.compile(r"\+\d[\d ().-]{7,}\d|\(\d{3}\)\s?\d{3}[-. ]\d{4}|\b\d{3}[-.]\d{3}[-.]\d{4}\b")

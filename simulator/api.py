@@ -19,7 +19,8 @@ from simulator import scorecards
 
 
 class SimulateSerializer(serializers.Serializer):
-    seed = serializers.IntegerField(required=False, default=0)
+    # Stored in a PostgreSQL integer column.
+    seed = serializers.IntegerField(required=False, default=0, min_value=0, max_value=2**31 - 1)
     weeks = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=1, max_value=52,
         help_text="Virtual weeks per case; default: each case's own.",

@@ -38,3 +38,17 @@ def test_docs_page_renders(client):
     response = client.get("/api/docs/")
     assert response.status_code == 200
     assert b"swagger" in response.content.lower()
+
+
+@pytest.mark.django_db
+def test_the_schema_documents_the_timeline_as_the_plain_list_it_returns_and_every_error_answer(client):
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    timeline = schema["paths"]["/api/v1/runs/{id}/timeline/"]["get"]["responses"]
+    cancel = schema["paths"]["/api/v1/runs/{id}/cancel/"]["post"]["responses"]
+    runs = schema["paths"]["/api/v1/runs/"]["get"]["responses"]
+
+    assert timeline["200"]["content"]["application/json"]["schema"]["type"] == "array"
+    assert {"400", "401", "403", "404"} <= set(timeline)
+    assert {"400", "401", "403", "404", "409", "413"} <= set(cancel)
+    assert "404" not in runs  # no path parameter, nothing to miss
+    assert cancel["409"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorDetail"}

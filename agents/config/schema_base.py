@@ -15,7 +15,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator
 from pydantic_core import PydanticCustomError
 
-from agents.config import durations
+from agents.config import durations, patterns
 
 Channel = Literal["email", "sms", "slack", "voice"]
 CHANNELS: tuple[str, ...] = get_args(Channel)
@@ -67,11 +67,9 @@ def _regex(value: str) -> str:
     if not value:
         raise fail("regex", "empty pattern matches everything", "write a pattern, e.g. (?i)w-?9")
     try:
-        re.compile(value)
-    except re.error as error:
-        raise fail(
-            "regex", f"invalid regular expression: {error}", "check brackets and escapes; quote it in YAML"
-        ) from None
+        patterns.compiled(value)
+    except patterns.PatternError as error:
+        raise fail("regex", f"invalid regular expression: {error}", patterns.SYNTAX_HINT) from None
     return value
 
 

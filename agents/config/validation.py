@@ -36,7 +36,8 @@ def validate_source(yaml_text: str) -> ValidationResult:
     try:
         data = source.load(yaml_text)
     except source.SourceError as error:
-        return _fail(ConfigError(errors.YAML, str(error), "fix the YAML syntax; indent with spaces, quote odd values"))
+        hint = error.hint or "fix the YAML syntax; indent with spaces, quote odd values"
+        return _fail(ConfigError(error.path or errors.YAML, str(error), hint))
     return validate_data(data)
 
 

@@ -52,7 +52,8 @@ class StartContactSerializer(serializers.Serializer):
 
 class StartRunSerializer(serializers.Serializer):
     agent = serializers.SlugField(help_text="Started through the organization's active deployment of this agent.")
-    version = serializers.IntegerField(required=False, help_text="An explicit published version number instead.")
+    version = serializers.IntegerField(required=False, min_value=1,
+                                       help_text="An explicit published version number instead.")
     goal = serializers.CharField()
     contacts = StartContactSerializer(many=True)
     inputs = serializers.DictField(required=False, default=dict)

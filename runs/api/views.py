@@ -36,6 +36,11 @@ class Conflict(exceptions.APIException):
     default_code = "conflict"
 
 
+RUN_ENDED = OpenApiResponse(description="The run has ended.")
+ESCALATION_CLOSED = OpenApiResponse(description="The escalation is already answered or closed.")
+
+
+
 def _actor(request: Request) -> dict:
     """Who acts, as the domain functions' keyword arguments: the session's user and/or the API key."""
     return {"by_user": acting_user(request), "by_key": acting_key(request)}
@@ -99,8 +104,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             raise exceptions.ValidationError({"agent": [message]})
         return deployment, None
 
+    # The whole story in one list, not a page of it.
     @extend_schema(responses={200: TimelineItemSerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None)
     def timeline(self, request: Request, *args, **kwargs) -> Response:
         run = self.get_object()
         return Response([item.as_dict() for item in timeline_for(run)])
@@ -112,7 +118,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             400: OpenApiResponse(OpenApiTypes.OBJECT, description=(
                 "A field is wrong: a sender who is not a run contact, a file without bytes, empty, too large "
                 "or not what it claims to be.")),
-            409: OpenApiResponse(OpenApiTypes.OBJECT, description="The run has ended."),
+            409: RUN_ENDED,
         },
         description="Feed the run an event. A message from a contact (`kind: inbound`) and any file must name "
                     "the `sender`, one of the run's contacts. Files count as evidence only as bytes: base64 "
@@ -147,7 +153,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             return Response(EpisodeSerializer(existing).data, status=status.HTTP_200_OK)
         return Response(EpisodeSerializer(episode).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=CancelSerializer, responses={200: RunSerializer})
+    @extend_schema(request=CancelSerializer, responses={200: RunSerializer, 409: RUN_ENDED})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, *args, **kwargs) -> Response:
         run = self.get_object()
@@ -179,7 +185,7 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     def list(self, request: Request, *args, **kwargs) -> Response:
         return super().list(request, *args, **kwargs)
 
-    @extend_schema(request=AnswerSerializer, responses={200: EscalationSerializer})
+    @extend_schema(request=AnswerSerializer, responses={200: EscalationSerializer, 409: ESCALATION_CLOSED})
     @action(detail=True, methods=["post"])
     def answer(self, request: Request, *args, **kwargs) -> Response:
         escalation = self.get_object()
@@ -193,7 +199,7 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
             raise Conflict(str(error)) from None
         return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=escalation.pk)).data)
 
-    @extend_schema(request=ResolveSerializer, responses={200: EscalationSerializer})
+    @extend_schema(request=ResolveSerializer, responses={200: EscalationSerializer, 409: ESCALATION_CLOSED})
     @action(detail=True, methods=["post"])
     def resolve(self, request: Request, *args, **kwargs) -> Response:
         escalation = self.get_object()

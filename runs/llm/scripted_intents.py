@@ -13,6 +13,8 @@ import functools
 import re
 from datetime import date, datetime, timedelta
 
+from agents.config import patterns
+
 # First match wins. "unclassified" is what is left: it goes to a human.
 INTENT_ORDER = (
     "opt_out", "dispute", "injection", "out_of_office", "wrong_person", "request_from_us",
@@ -74,19 +76,20 @@ _BUILTIN: dict[str, tuple[str, ...]] = {
 # Whole-message opt-outs (the SMS conventions), so "stop" inside a sentence is not one.
 _OPT_OUT_WORDS = {"stop", "stopall", "stop all", "unsubscribe", "cancel", "end", "quit", "please stop", "stop please"}
 
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# The lookbehind starts a match only where an address can start; without it a long run of letters costs n².
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PHONE = re.compile(r"\+?\d[\d ().-]{7,}\d")
 
 
 def classify(text: str, *, extra: dict[str, list[str]] | None = None) -> str:
     """The reply's intent: one of INTENT_ORDER, or "unclassified"."""
-    normal = normalize(text)
+    normal = normalize(patterns.bounded(text))
     if normal.strip(" .!") in _OPT_OUT_WORDS:
         return "opt_out"
     extra_key = tuple(sorted((intent, tuple(phrases)) for intent, phrases in (extra or {}).items()))
-    patterns = _patterns(extra_key)
+    compiled = _patterns(extra_key)
     for intent in INTENT_ORDER:
-        if patterns[intent].search(normal):
+        if compiled[intent].search(normal):
             return intent
     return "unclassified"
 
@@ -104,7 +107,7 @@ _CHANNEL_ASKS = (
 
 def requested_channel(text: str) -> str | None:
     """The channel a "please email me instead" reply asks for, or None when it names none."""
-    normal = normalize(text)
+    normal = normalize(patterns.bounded(text))
     for pattern in _CHANNEL_ASKS:
         if match := pattern.search(normal):
             return _CHANNEL_NAMES[match.group(1)]
@@ -113,6 +116,7 @@ def requested_channel(text: str) -> str | None:
 
 def new_addresses(text: str, *, known: set[str]) -> list[str]:
     """Email addresses and phone numbers in `text` that are not in `known` (lowercased, digits only for phones)."""
+    text = patterns.bounded(text)
     found = [match.lower() for match in _EMAIL.findall(text)]
     found += [re.sub(r"\D", "", match) for match in _PHONE.findall(_ISO.sub(" ", text))]
     return [item for item in dict.fromkeys(found) if item not in known]
@@ -139,7 +143,7 @@ def may_prove(done_when: dict, *, kind: str, text: str, attachments: list[dict],
         if check == "attachment_received":
             return kind == "inbound" and any(_attachment_fits(a, done_when) for a in attachments)
         if check == "reply_matches":
-            return kind == "inbound" and bool(re.search(done_when.get("pattern") or "(?!)", text))
+            return kind == "inbound" and bool(done_when.get("pattern") and patterns.search(done_when["pattern"], text))
         if check == "field_extracted":
             source = done_when.get("from", "reply")
             if source != "any" and source != {"inbound": "reply", "call_report": "call"}.get(kind):
@@ -148,8 +152,10 @@ def may_prove(done_when: dict, *, kind: str, text: str, attachments: list[dict],
             if field in fields:
                 return True
             label = re.escape(field.replace("_", " "))
-            return bool(re.search(done_when.get("pattern") or rf"(?im)^\s*{label}\s*:\s*\S", text))
-    except re.error:
+            if done_when.get("pattern"):
+                return bool(patterns.search(done_when["pattern"], text))
+            return bool(re.search(rf"(?im)^\s*{label}\s*:\s*\S", patterns.bounded(text)))
+    except patterns.PatternError:
         return False
     return False
 
@@ -162,7 +168,7 @@ def _attachment_fits(attachment: dict, done_when: dict) -> bool:
     type_ok = not wanted or any(content_type == w or (w.endswith("/*") and content_type.startswith(w[:-1]))
                                 for w in wanted)
     pattern = done_when.get("filename_pattern")
-    return type_ok and (not pattern or bool(re.search(pattern, attachment.get("filename") or "")))
+    return type_ok and (not pattern or bool(patterns.search(pattern, attachment.get("filename") or "")))
 
 
 # --- "out until the 14th", "call me in 3 days" ---------------------------------------------------
@@ -186,7 +192,7 @@ _RELATIVE = re.compile(
 
 def parse_availability(text: str, *, now: datetime | None) -> dict:
     """When to contact again: {"at": "YYYY-MM-DD"}, {"delay_s": seconds}, or {} when the text names no time."""
-    normal = normalize(text)
+    normal = normalize(patterns.bounded(text))
     today = now.date() if now else None
     if today is not None and (resume := _absolute(normal, today)) is not None:
         return {"at": resume.isoformat()}

@@ -464,3 +464,38 @@ def test_durations_in_seconds_refuse_business_days():
     assert durations.parse_seconds("2d") == 172800
     with pytest.raises(durations.DurationError):
         durations.parse_seconds("2bd")
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "kind"),
+    [
+        ("? [a, b]\n: 1\nslug: x\n", "<root>", "list"),
+        ("slug: x\nfollowup:\n  steps:\n    - ? {a: b}\n      : 1\n", "followup.steps[0]", "mapping"),
+        ("slug: x\nname: {? [1, 2]: y}\n", "name", "list"),
+    ],
+)
+def test_a_list_or_mapping_key_is_an_error_at_its_path(text, path, kind):
+    error = only_error(config.validate_source(text))
+
+    assert error.path == path
+    assert f"a key must be plain text, not a {kind}" in error.message
+    assert "quote" in error.hint
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &a [*a]\n",
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcdef", "bcdefg", strict=True)),
+    ],
+)
+def test_aliases_that_expand_past_the_limit_are_one_error(text):
+    error = only_error(config.validate_source(text))
+
+    assert "expands to more than" in error.message
+    assert "aliases" in error.hint
+
+
+def test_control_characters_are_a_yaml_error_not_an_exception():
+    assert only_error(config.validate_source("slug: a\x19b\n")).path == "<yaml>"
