@@ -18,7 +18,7 @@ concurrent copies of one request cannot both pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -32,6 +32,7 @@ from django.views.decorators.csrf import csrf_exempt
 from agents.models import Organization
 from connectors import nonces
 from connectors.base import Connector, ParsedInbound, SignatureStamp
+from lucia_site import untrusted_input
 
 # Provider clocks run a little ahead of ours at most; a time further ahead was not signed now.
 MAX_FUTURE_S = 60
@@ -114,9 +115,14 @@ class WebhookView(View):
     def parse(self, request: HttpRequest, verified: Verified) -> list[ParsedInbound]:
         """The request's items; a body the provider would not send is Refused(400)."""
         try:
-            return verified.connector.parse_inbound(request)
+            items = verified.connector.parse_inbound(request)
         except MALFORMED as exc:
             raise Refused(400, f"malformed {self.provider} payload") from exc
+        for item in items:
+            # PostgreSQL refuses NUL in text and jsonb: refuse here rather than fail while storing.
+            if problem := untrusted_input.json_problem(asdict(item)):
+                raise Refused(400, f"unstorable {self.provider} payload: {problem}")
+        return items
 
     def receive(self, request: HttpRequest, items: list[ParsedInbound], verified: Verified) -> HttpResponse:
         """Store and route the items (inside the claim's transaction); the provider's answer."""

@@ -101,3 +101,15 @@ def test_a_thread_rooted_in_another_organizations_message_is_not_theirs(client, 
     message = InboundMessage.objects.get()
     assert (message.status, message.organization_id) == ("unmatched", acme.pk)
     assert acme.escalations.get().kind == "unmatched_inbound"
+
+
+def test_a_signed_message_carrying_a_nul_is_a_400_and_stores_nothing(client, acme):
+    run_with_contact(acme, slack_user="U0DANA")
+    payload = load_payload("slack/message_im.json")
+    payload["event"]["text"] = "W-9\u0000attached"
+
+    response = post_slack(client, payload)
+
+    assert response.status_code == 400
+    assert b"NUL characters" in response.content
+    assert not InboundMessage.objects.exists()
