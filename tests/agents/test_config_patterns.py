@@ -48,8 +48,9 @@ def test_patterns_scan_only_the_first_configured_characters(settings):
     late = "." * 200 + "W9 attached"
 
     def passes(text: str) -> bool:
-        message = {"source": "episode:1", "kind": "reply", "text": text, "attachments": [], "fields": {}}
-        return evidence.check(reply, evidence={"messages": [message]}).passed
+        message = {"source": "episode:1", "kind": "reply", "text": text, "attachments": [], "fields": {},
+                   "from_roles": ["vendor"]}
+        return evidence.check(reply, evidence={"messages": [message]}, contact_role="vendor").passed
 
     assert (passes(early), passes(late)) == (True, False)
     assert patterns.bounded(late) == "." * 100

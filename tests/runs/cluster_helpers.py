@@ -87,13 +87,14 @@ def real_run():
     """A real (non-simulated) run whose start episode is due now; on any day and hour, as the test runs live."""
     from connectors import identities
     from runs import starts
-    from tests.factories import OrganizationFactory, draft_version, plan_version
+    from tests.factories import OrganizationFactory, deployed_agent, draft_version
 
     plan = draft_version().compiled
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None
-    version = plan_version(plan)
-    organization = OrganizationFactory()
+    # A sandbox organization: its identity only stores the sends, and the run starts on its own deployment.
+    organization = OrganizationFactory(sandbox=True)
+    version = deployed_agent(plan, organization=organization)[1].version
     identities.create_identity(organization, channel="email", address="ap@acme.test", sandbox=True)
     return starts.start_run(organization, version=version, goal="Collect the W-9", contacts=[
         {"role": "vendor", "email": "vendor@example.com", "timezone": "America/New_York"}])
