@@ -121,7 +121,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="settling fails after this many seconds with no episode finished (default 60)")
     parser.add_argument("--settle-max", type=float, default=900.0, help="settling fails after this long in all")
     parser.add_argument("--seed", type=int, default=20261201)
-    parser.add_argument("--faults", default="all", help=f"all, or a comma-separated subset of: {','.join(schedule.KINDS)}")
+    parser.add_argument("--faults", default="all",
+                        help=f"all, or a comma-separated subset of: {','.join(schedule.KINDS)}")
     parser.add_argument("--db-restarts", type=int, default=2)
     parser.add_argument("--commands", type=int, default=2, help="worker commands (clusters) to run side by side")
     parser.add_argument("--workers-per-command", type=int, default=2, help="django-q2 workers in each")
