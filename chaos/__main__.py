@@ -7,6 +7,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -19,6 +20,8 @@ SECRET = "chaos-run-secret-key-not-for-any-real-deployment-0123456789"  # noqa: 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the private server and the worker commands are always stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     try:
         kinds = schedule.parse_kinds(args.faults)
     except ValueError as error:
@@ -63,8 +66,11 @@ def main(argv: list[str]) -> int:
             connections.close_all()
         except Exception:  # noqa: S110 - Django may not be set up yet
             pass
-        database.remove()
-        if not keep:
+        if keep:  # logs and database files stay for a post-mortem; the server does not
+            database.halt()
+            print(f"chaos: kept {workdir} (PostgreSQL files in pgdata/, stopped)")
+        else:
+            database.remove()
             shutil.rmtree(workdir, ignore_errors=True)
 
 

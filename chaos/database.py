@@ -42,6 +42,11 @@ class PrivateDatabase:
     def is_up(self) -> bool:
         return self._embedded("url", check=False) != ""
 
+    def halt(self) -> None:
+        """Stop the server if it runs (fast: its files stay consistent for a post-mortem)."""
+        if self.pgdata.exists() and self.is_up():
+            self.stop(mode="fast")
+
     def remove(self) -> None:
         """Stop the server if it runs and delete its files."""
         if self.pgdata.exists():

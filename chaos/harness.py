@@ -84,7 +84,6 @@ def run(options: Options, *, database: PrivateDatabase) -> int:
         totals = _retry(observe.progress)
         print(report.table(checks=checks, injected=injector.injected, notes=injector.notes, totals=totals,
                            commands=commands, seconds=time.monotonic() - started_at, seed=options.seed))
-        print(f"logs: {options.workdir}")
         return 0 if all(check.held for check in checks) else 1
     finally:
         for command in commands:
