@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
                       "LUCIA_Q_WORKERS": str(args.workers_per_command)}
         options = harness.Options(
             runs=args.runs, chaos_s=args.duration, ramp_s=args.ramp or args.duration * 0.4, settle_s=args.settle,
-            settle_max_s=args.settle_max,
+            settle_max_s=args.settle_max, stall_s=args.stall,
             seed=args.seed, kinds=kinds, commands=args.commands, worker_argv=worker_argv, worker_env=worker_env,
             harness_dispatch=_harness_dispatch(args.dispatch, worker_argv), db_restarts=args.db_restarts,
             workdir=workdir, progress_every_s=args.progress_every,
@@ -126,6 +126,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--settle", type=float, default=60.0,
                         help="settling fails after this many seconds with no episode finished (default 60)")
     parser.add_argument("--settle-max", type=float, default=900.0, help="settling fails after this long in all")
+    parser.add_argument("--stall", type=float, default=60.0,
+                        help="a worker command that starts no task this long while episodes are due has stalled")
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--faults", default="all",
                         help=f"all, or a comma-separated subset of: {','.join(schedule.KINDS)}")

@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -23,6 +24,7 @@ import psutil
 from chaos.database import BASE_DIR
 
 _WORKER_READY = re.compile(r"ready for work at (\d+)")
+_TASK_STARTED = " processing "  # django-q2's worker logs "<name> processing <task> '<func>'" as it starts a task
 
 
 class WorkerCommand:
@@ -38,6 +40,10 @@ class WorkerCommand:
         self.unexpected_exits = 0
         self._worker_pids: set[int] = set()
         self._log_offset = 0
+        # time.monotonic() of the last task a worker started, or of the launch; stalls counted by `check_stall`.
+        self.last_task_at = 0.0
+        self.stalls = 0
+        self._stalled = False
 
     def launch(self) -> None:
         with self.log_path.open("a") as log:
@@ -48,6 +54,29 @@ class WorkerCommand:
                 start_new_session=True,
             )
         self.launches += 1
+        self.excuse_stall()
+
+    def excuse_stall(self) -> None:
+        """Start the stall clock again (a launch, or the database coming back: no task could start before)."""
+        self.last_task_at = time.monotonic()
+        self._stalled = False
+
+    def check_stall(self, *, work_waiting: bool, after_s: float) -> bool:
+        """Count a stall when work is waiting and no worker of this command started a task for `after_s`.
+
+        A frozen cluster (every process alive, nothing running: django-q2
+        issue #23) looks exactly like this. Returns True when a new stall began.
+        """
+        self._read_log()
+        if not work_waiting or not self.alive:
+            if not work_waiting:
+                self.excuse_stall()
+            return False
+        if time.monotonic() - self.last_task_at < after_s or self._stalled:
+            return False
+        self._stalled = True
+        self.stalls += 1
+        return True
 
     @property
     def alive(self) -> bool:
@@ -117,6 +146,9 @@ class WorkerCommand:
             text = log.read()
             self._log_offset = log.tell()
         self._worker_pids.update(int(pid) for pid in _WORKER_READY.findall(text))
+        if _TASK_STARTED in text:
+            self.last_task_at = time.monotonic()
+            self._stalled = False
 
 
 def signal_pid(pid: int, signum: int) -> bool:

@@ -42,6 +42,7 @@ class Options:
     ramp_s: float
     settle_s: float
     settle_max_s: float
+    stall_s: float
     seed: int
     kinds: tuple[str, ...]
     commands: int
@@ -116,9 +117,9 @@ def _chaos_phase(options: Options, *, rng: random.Random, plan: list[schedule.Fa
         if not injector.db_down:
             target = min(options.runs, int(options.runs * min(1.0, (elapsed + TICK_S) / options.ramp_s)) + 1)
             started = _start_runs(deployments, started=started, target=target)
-            if options.harness_dispatch and now >= next_dispatch:
-                _guarded(_dispatch)
-                next_dispatch = now + DISPATCH_EVERY_S
+        if now >= next_dispatch:
+            _watch(options, injector=injector, log=log)
+            next_dispatch = now + DISPATCH_EVERY_S
         if now >= next_progress:
             _progress(log, phase=f"chaos {elapsed:4.0f}/{options.chaos_s:.0f}s", injector=injector)
             next_progress = now + options.progress_every_s
@@ -144,8 +145,8 @@ def _settle(options: Options, *, injector: Injector, log) -> tuple[bool, float]:
             return True, 0.0
         if progress is not None and progress.episodes_finished != finished:
             finished, last_change = progress.episodes_finished, now
-        if options.harness_dispatch and now >= next_dispatch:
-            _guarded(_dispatch)
+        if now >= next_dispatch:
+            _watch(options, injector=injector, log=log)
             next_dispatch = now + DISPATCH_EVERY_S
         if now >= next_progress:
             _progress(log, phase=f"settle {now - begin:4.0f}s", injector=injector)
@@ -159,6 +160,11 @@ def _settle(options: Options, *, injector: Injector, log) -> tuple[bool, float]:
 def _check(twilio: ChaosTwilio, *, settle_s: float, settled: bool, options: Options,
            injector: Injector) -> list[invariants.Check]:
     checks = _retry(lambda: invariants.check_all(twilio, settle_s=settle_s, settled=settled))
+    stalls = {command.index: command.stalls for command in injector.commands if command.stalls}
+    checks.append(invariants.Check(
+        "no worker command stalled while episodes were due", not stalls,
+        f"none for {options.stall_s:.0f} s" if not stalls else ", ".join(
+            f"command {index}: {count} stall(s) of {options.stall_s:.0f} s" for index, count in stalls.items())))
     missing = [kind for kind in options.kinds if not injector.injected[kind]]
     checks.append(invariants.Check("every enabled fault kind injected", not missing,
                                    "yes" if not missing else f"never injected: {', '.join(missing)}"))
@@ -172,6 +178,23 @@ def _start_runs(deployments: list, *, started: int, target: int) -> int:
             break  # the database went away; the next tick starts it
         started += 1
     return started
+
+
+def _watch(options: Options, *, injector: Injector, log) -> None:
+    """Every two seconds: dispatch (when the harness stands in for runworkers) and look for stalled commands."""
+    if injector.db_down:
+        for command in injector.commands:
+            command.excuse_stall()  # nothing can run without the database
+        return
+    if options.harness_dispatch:
+        _guarded(_dispatch)
+    progress = _guarded(observe.progress)
+    if progress is None:
+        return
+    for command in injector.commands:
+        if command.check_stall(work_waiting=progress.due > 0, after_s=options.stall_s):
+            log(f"worker command {command.index}: no task started for {options.stall_s:.0f} s while "
+                f"{progress.due} episodes were due (a frozen cluster?)", echo=True)
 
 
 def _dispatch() -> None:
