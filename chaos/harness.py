@@ -9,8 +9,10 @@ Phases, each bounded in time:
 3. stop the workers, check the invariants (chaos.invariants), print the table.
 
 The worker command dispatches due episodes itself when it is `runworkers`;
-bare `qcluster` only fires its every-minute schedule, so then the harness calls
-runs.tasks.dispatch_due every two seconds, as runworkers would (`--dispatch`).
+bare `qcluster` only fires its every-minute schedule, so then the harness reaps
+and dispatches every two seconds, as runworkers would (`--dispatch`). Every
+two seconds it also looks for a worker command that starts no task while
+episodes are due (a frozen cluster), which fails an invariant.
 """
 
 from __future__ import annotations
