@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 export DJANGO_SETTINGS_MODULE ?= lucia_site.settings
 DEV_ENV := DJANGO_DEBUG=$${DJANGO_DEBUG:-true}
 
-.PHONY: setup lock db-up db-down migrate seed dev demo test bench lint
+.PHONY: setup lock db-up db-down migrate seed dev demo test bench chaos lint
 
 setup: $(VENV)/.synced
 
@@ -48,6 +48,11 @@ test: db-up
 
 bench: migrate
 	@$(DEV_ENV) $(PY) manage.py bench
+
+# Its own PostgreSQL in a temporary directory (restarted as a fault): needs neither db-up nor DATABASE_URL.
+# Pass options through CHAOS_ARGS, e.g. make chaos CHAOS_ARGS="--runs 50 --faults crash,db-restart".
+chaos: setup
+	@$(PY) -m chaos $(CHAOS_ARGS)
 
 lint: setup
 	@$(VENV)/bin/ruff check .

@@ -83,6 +83,16 @@ class FakeServer:
         self._server.shutdown()
         self._server.server_close()
 
+    def refuse_connections(self) -> None:
+        """Close the listening socket: a client now gets "connection refused", as during a provider outage."""
+        self.stop()
+
+    def accept_connections(self) -> None:
+        """Listen again on the same port after `refuse_connections`."""
+        self._server = ThreadingHTTPServer(self._server.server_address[:2], _handler_for(self))
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
     def fail_with(self, status: int | None) -> None:
         self.failure = status
 
