@@ -18,6 +18,7 @@ concurrent copies of one request cannot both pass.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
@@ -62,9 +63,9 @@ class Verified:
 
 
 @method_decorator(csrf_exempt, name="dispatch")
-class WebhookView(View):
+class WebhookView(ABC, View):
     """Subclasses set `provider` (the replay table's namespace) and `signs_time`, and implement
-    verify, parse and receive."""
+    verify and receive (parse too, where the connector's parse_inbound is not enough)."""
 
     http_method_names = ["post"]
     provider = ""
@@ -108,9 +109,9 @@ class WebhookView(View):
             return max(now, datetime.fromtimestamp(stamp.signed_at, tz=now.tzinfo)) + timedelta(seconds=window)
         return now + UNTIMED_NONCE_TTL
 
+    @abstractmethod
     def verify(self, request: HttpRequest) -> Verified:
         """The verified connector; raises Refused(403) when no candidate secret verifies the signature."""
-        raise NotImplementedError
 
     def parse(self, request: HttpRequest, verified: Verified) -> list[ParsedInbound]:
         """The request's items; a body the provider would not send is Refused(400)."""
@@ -124,9 +125,9 @@ class WebhookView(View):
                 raise Refused(400, f"unstorable {self.provider} payload: {problem}")
         return items
 
+    @abstractmethod
     def receive(self, request: HttpRequest, items: list[ParsedInbound], verified: Verified) -> HttpResponse:
         """Store and route the items (inside the claim's transaction); the provider's answer."""
-        raise NotImplementedError
 
 
 def first_verified(request: HttpRequest, candidates: list[tuple[Connector, Organization | None]]) -> Verified:
