@@ -20,11 +20,12 @@ OUR_NUMBERS = ("+15005550006", "+15005550007")  # one active identity per addres
 
 def prepare(twilio: provider.ChaosTwilio) -> list[Deployment]:
     """Create the organizations, their identities and deployments of the agent; one deployment each."""
-    version = versions.load_template(AGENT_PATH)
+    template = versions.load_template(AGENT_PATH)
     deployments = []
     for slug, number in zip(ORGANIZATIONS, OUR_NUMBERS, strict=True):
+        # sandbox: it may hold the sandbox email identity below; its SMS go to the Twilio fake.
         organization = Organization.objects.create(name=slug.replace("-", " ").title(), slug=slug,
-                                                   default_timezone="UTC")
+                                                   default_timezone="UTC", sandbox=True)
         identities.create_identity(
             organization, channel="sms", address=number, display_name=organization.name,
             secret_values={"account_sid": provider.ACCOUNT_SID, "auth_token": provider.AUTH_TOKEN,
@@ -32,6 +33,7 @@ def prepare(twilio: provider.ChaosTwilio) -> list[Deployment]:
         )
         identities.create_identity(organization, channel="email", address=f"ap@{slug}.example",
                                    display_name=organization.name, sandbox=True)
+        version = versions.follow_template(template, organization=organization)  # the organization's own copy
         deployments.append(versions.deploy(organization, version))
     return deployments
 

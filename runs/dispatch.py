@@ -33,21 +33,20 @@ REAP_BATCH = 100
 # Candidates: walks the partial index episode_due (status='queued', by due_at), so the cost follows the
 # number of due episodes, not the number of sleeping runs. Runs with a live lease (being advanced) or a task
 # already waiting (advance_enqueued_at) are left out, so a backed-up queue is not fed the same runs again.
-# Params: stale mark seconds, run ids to skip (failed earlier in this pass), limit.
-DUE_RUNS_SQL = """
+# Params: queue.mark_params(), skip (run ids failed earlier in this pass), limit.
+DUE_RUNS_SQL = f"""
 SELECT e.run_id, min(e.due_at) AS first_due
   FROM runs_episode e
   JOIN runs_run r ON r.id = e.run_id
  WHERE e.status = 'queued' AND e.due_at <= statement_timestamp()
    AND NOT r.sim AND r.status IN ('active', 'waiting', 'waiting_human')
    AND (r.lease_owner IS NULL OR r.lease_expires_at < statement_timestamp())
-   AND (r.advance_enqueued_at IS NULL
-        OR r.advance_enqueued_at < statement_timestamp() - make_interval(secs => %s))
-   AND NOT (e.run_id = ANY(%s))
+   AND NOT {queue.WAITING_MARK_SQL}
+   AND NOT (e.run_id = ANY(%(skip)s))
  GROUP BY e.run_id
  ORDER BY min(e.due_at)
- LIMIT %s
-"""
+ LIMIT %(limit)s
+"""  # noqa: S608 (composed of constants; every value is a parameter)
 
 # Marks the candidates, re-checked under the row lock (another dispatcher may have marked them since the
 # snapshot). SKIP LOCKED: a row locked elsewhere is being marked by another dispatcher, enqueued by an event,
@@ -58,8 +57,7 @@ locked AS (
     SELECT r.id FROM runs_run r JOIN due ON due.run_id = r.id
      WHERE r.status IN ('active', 'waiting', 'waiting_human')
        AND (r.lease_owner IS NULL OR r.lease_expires_at < statement_timestamp())
-       AND (r.advance_enqueued_at IS NULL
-            OR r.advance_enqueued_at < statement_timestamp() - make_interval(secs => %s))
+       AND NOT {queue.WAITING_MARK_SQL}
      ORDER BY r.id
        FOR NO KEY UPDATE OF r SKIP LOCKED
 )
@@ -123,9 +121,8 @@ def reap_expired(*, batch: int = REAP_BATCH, budget_s: float | None = None) -> i
 
 def _claim_and_enqueue(*, batch: int, skip: list[int]) -> tuple[list[int], list[int]]:
     """(run ids claimed by this batch, longest-waiting first; those whose enqueue failed)."""
-    stale = queue.stale_after_seconds()
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(CLAIM_DUE_SQL, [stale, skip, batch, stale])
+        cursor.execute(CLAIM_DUE_SQL, {**queue.mark_params(), "skip": skip, "limit": batch})
         claimed = [run_id for run_id, _ in sorted(cursor.fetchall(), key=lambda row: (row[1], row[0]))]
         failed = queue.enqueue_marked(claimed)
     return claimed, failed

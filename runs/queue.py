@@ -9,8 +9,11 @@ conditional UPDATE in the transaction that inserts the queue row and cleared
 when a task starts. An enqueue that finds it set adds nothing: the waiting
 task will drain whatever the caller made due (the UPDATE locks the run row,
 so a task starting meanwhile waits for the caller's commit and then sees its
-episode). A mark older than django-q2's `retry` (a task lost with its queue
-row) no longer counts.
+episode). A mark stops counting once no task can be behind it: when it is
+older than django-q2's `retry`, or when the queue holds no row enqueued since
+it was set (WAITING_MARK_SQL) — a task that failed before it could clear the
+mark (the database went away under it) is then replaced at the next dispatch,
+not minutes later.
 """
 
 from __future__ import annotations
@@ -31,18 +34,28 @@ ADVANCE_TASK = "runs.tasks.advance_run"
 # django-q2's task timeout, so it ends well before the cluster kills it.
 SLICE_SHARE_OF_TIMEOUT = 1 / 3
 
-# Locks the run row whatever its mark (a task starting meanwhile waits for this transaction), keeps a live
-# mark as it is, and says whether a task must be queued.
-MARK_ONE_SQL = """
-UPDATE runs_run r
+# Seconds allowed between the database clock (the mark) and the workers' clock (django-q2's queue rows).
+CLOCK_SKEW_SECONDS = 5
+
+# True while run `r` has a task waiting: its mark is younger than `retry` and the queue holds a row enqueued
+# no earlier than the mark. The ORM broker stores a waiting row with lock = enqueue time - retry, and a taken
+# one with lock = the time it was taken, so a row behind the mark has lock >= mark - retry. Mark and row
+# commit together, so one snapshot sees both or neither. Params: stale_secs, backed_secs (mark_params()).
+WAITING_MARK_SQL = """(r.advance_enqueued_at IS NOT NULL
+      AND r.advance_enqueued_at >= statement_timestamp() - make_interval(secs => %(stale_secs)s)
+      AND r.advance_enqueued_at <= coalesce((SELECT max(q."lock") FROM django_q_ormq q), '-infinity'::timestamptz)
+                                   + make_interval(secs => %(backed_secs)s))"""
+
+# Locks the run row whatever its mark (a task starting meanwhile waits for this transaction), keeps a
+# waiting mark as it is, and says whether a task must be queued.
+MARK_ONE_SQL = f"""
+UPDATE runs_run target
    SET advance_enqueued_at = CASE WHEN old.stale THEN statement_timestamp() ELSE old.advance_enqueued_at END
-  FROM (SELECT id, advance_enqueued_at,
-               (advance_enqueued_at IS NULL
-                OR advance_enqueued_at < statement_timestamp() - make_interval(secs => %s)) AS stale
-          FROM runs_run WHERE id = %s FOR NO KEY UPDATE) old
- WHERE r.id = old.id
+  FROM (SELECT r.id, r.advance_enqueued_at, NOT {WAITING_MARK_SQL} AS stale
+          FROM runs_run r WHERE r.id = %(run_id)s FOR NO KEY UPDATE) old
+ WHERE target.id = old.id
 RETURNING old.stale
-"""
+"""  # noqa: S608 (composed of constants; every value is a parameter)
 
 
 def enqueue_advance(run: Run) -> bool:
@@ -52,7 +65,7 @@ def enqueue_advance(run: Run) -> bool:
         return False
     # No savepoint inside a caller's transaction: mark and queue row commit with it, or neither does.
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        cursor.execute(MARK_ONE_SQL, [stale_after_seconds(), run.pk])
+        cursor.execute(MARK_ONE_SQL, {**mark_params(), "run_id": run.pk})
         row = cursor.fetchone()
         if not row or not row[0]:
             return False
@@ -87,9 +100,11 @@ def mark_started(run_id: int) -> None:
         )
 
 
-def stale_after_seconds() -> int:
-    """A waiting task's mark counts this long: django-q2 hands an unacknowledged task out again after `retry`."""
-    return int(settings.Q_CLUSTER["retry"]) + 60
+def mark_params() -> dict[str, int]:
+    """WAITING_MARK_SQL's parameters. A mark counts at most `retry` + a minute: django-q2 hands an
+    unacknowledged task out again after `retry`."""
+    retry = int(settings.Q_CLUSTER["retry"])
+    return {"stale_secs": retry + 60, "backed_secs": retry + CLOCK_SKEW_SECONDS}
 
 
 def slice_seconds() -> float:

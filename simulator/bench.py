@@ -26,7 +26,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 
 from agents import versions
 from agents.models import AgentVersion, Organization
-from runs import dispatch, starts, worker
+from runs import dispatch, queue, starts, worker
 from runs.models import Episode, EpisodeStatus
 from simulator import bench_lag, bench_sql, sim_org
 
@@ -188,7 +188,7 @@ def _query_ms(*, repeat: int = 30, warmup: int = 5) -> float:
     with connection.cursor() as cursor:
         for attempt in range(warmup + repeat):
             started = time.perf_counter()
-            cursor.execute(dispatch.DUE_RUNS_SQL, [3600, [], 500])
+            cursor.execute(dispatch.DUE_RUNS_SQL, {**queue.mark_params(), "skip": [], "limit": 500})
             cursor.fetchall()
             if attempt >= warmup:  # the first executions warm the cache and the plan
                 timings.append((time.perf_counter() - started) * 1000)

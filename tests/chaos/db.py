@@ -25,7 +25,7 @@ def due_run_ids() -> list[int]:
     (advance_enqueued_at) does not hold a run back: a negative stale age makes every such mark stale.
     """
     with connection.cursor() as cursor:
-        cursor.execute(dispatch.DUE_RUNS_SQL, [-3600, [], 500])
+        cursor.execute(dispatch.DUE_RUNS_SQL, {"stale_secs": -3600, "backed_secs": 0, "skip": [], "limit": 500})
         return [row[0] for row in cursor.fetchall()]
 
 

@@ -61,7 +61,7 @@ def test_dispatch_uses_the_due_episode_index_not_a_scan_of_sleeping_runs():
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE runs_episode")
         cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + dispatch.DUE_RUNS_SQL, [3600, [], 500])
+        cursor.execute("EXPLAIN " + dispatch.DUE_RUNS_SQL, {**queue.mark_params(), "skip": [], "limit": 500})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "episode_due" in plan, plan
 
@@ -172,13 +172,41 @@ def test_a_task_that_started_lets_the_run_be_queued_again():
     assert queued_run_ids() == [run.pk, run.pk]
 
 
+def test_a_task_lost_before_it_cleared_its_mark_is_replaced_at_the_next_dispatch():
+    from django_q.models import OrmQ
+
+    run = _run_due()
+    assert dispatch.dispatch_due() == 1
+    # The worker took the task and failed before clearing the mark (the database went away under it):
+    # django-q2 acknowledged it, so no queue row is left behind the mark.
+    OrmQ.objects.all().delete()
+    assert Run.objects.get(pk=run.pk).advance_enqueued_at is not None
+
+    assert dispatch.dispatch_due() == 1
+    assert queued_run_ids() == [run.pk]
+
+
+def test_a_mark_backed_by_a_task_another_worker_has_taken_still_holds_the_run_back():
+    from django_q.models import OrmQ
+
+    _run_due()
+    dispatch.dispatch_due()
+    OrmQ.objects.update(lock=timezone.now())  # taken by a worker, not yet acknowledged
+
+    assert dispatch.dispatch_due() == 0
+
+
 def test_a_mark_older_than_the_q2_retry_no_longer_holds_the_run_back(settings):
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "retry": 100}
+    from django_q.models import OrmQ
+
     fresh, stale = _run_due(), _run_due(minutes_ago=2)
+    queue.enqueue_advance(fresh)
+    OrmQ.objects.update(lock=timezone.now())  # fresh's task is taken by a worker, not yet acknowledged
     _mark_age(fresh, seconds=30)
     _mark_age(stale, seconds=161)  # retry + 60 s: its task (or queue row) is lost
     assert dispatch.dispatch_due() == 1
-    assert queued_run_ids() == [stale.pk]
+    assert queued_run_ids() == [fresh.pk, stale.pk]
 
 
 def test_one_failing_enqueue_never_blocks_the_others(monkeypatch):

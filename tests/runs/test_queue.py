@@ -5,7 +5,6 @@ import time
 
 import pytest
 from django.db import connection, transaction
-from django.utils import timezone
 
 from runs import queue, worker
 from runs.models import Episode, EpisodeStatus, Run
@@ -23,7 +22,7 @@ def _backends_waiting_on_a_lock() -> int:
 @pytest.mark.django_db(transaction=True)
 def test_an_event_behind_a_waiting_task_is_drained_by_that_task_even_as_it_starts(monkeypatch):
     run = RunFactory()
-    Run.objects.filter(pk=run.pk).update(advance_enqueued_at=timezone.now())  # a task is waiting in the queue
+    assert queue.enqueue_advance(run)  # a task is waiting in the queue
     loop, _ = fakes.install(monkeypatch)
     marked, commit = threading.Event(), threading.Event()
     errors, enqueued = [], []
@@ -68,4 +67,4 @@ def test_an_event_behind_a_waiting_task_is_drained_by_that_task_even_as_it_start
     assert blocked, "the starting task did not wait for the event's transaction"
     assert len(loop.calls) == 1  # the task ran the event's episode
     assert Episode.objects.get(run=run).status == EpisodeStatus.DONE
-    assert fakes.queued_run_ids() == []
+    assert fakes.queued_run_ids() == [run.pk]  # only the task that was waiting

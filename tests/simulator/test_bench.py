@@ -3,7 +3,7 @@
 import pytest
 from django.db import connection
 
-from runs import dispatch
+from runs import dispatch, queue
 from runs.models import Episode, JournalEntry, Run
 from simulator import bench, bench_sql
 from tests.factories import OrganizationFactory, plan_version
@@ -34,7 +34,7 @@ def test_dispatch_rows_are_due_or_sleeping_as_asked(ids):
     bench_sql.insert_dispatch_runs(**ids, count=50, due=False)
 
     with connection.cursor() as cursor:
-        cursor.execute(dispatch.DUE_RUNS_SQL, [3600, [], 500])
+        cursor.execute(dispatch.DUE_RUNS_SQL, {**queue.mark_params(), "skip": [], "limit": 500})
         due = cursor.fetchall()
 
     assert len(due) == 3
