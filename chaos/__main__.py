@@ -113,6 +113,12 @@ def _environment(url: str) -> dict[str, str]:
         "LUCIA_LEASE_SECONDS": "10",
         "LUCIA_HEARTBEAT_SECONDS": "2",
         "LUCIA_MODEL_TIMEOUT_S": "5",  # must stay below the lease (check lucia.E005); the scripted model is local
+        # Provider faults on the chaos clock: look up an unknown outcome after 5 s (not 120), retry a send that
+        # never left after 2 s doubling to 10, ask a failing lookup three times before a human decides.
+        "LUCIA_SEND_SETTLE_SECONDS": "5",
+        "LUCIA_SEND_RETRY_SECONDS": "2",
+        "LUCIA_SEND_RETRY_MAX_SECONDS": "10",
+        "LUCIA_SEND_LOOKUP_TRIES": "3",
         "LUCIA_LOG_LEVEL": "INFO",
     }
 
