@@ -116,6 +116,9 @@ def _environment(url: str) -> dict[str, str]:
         # Provider faults on the chaos clock: look up an unknown outcome after 5 s (not 120), retry a send that
         # never left after 2 s doubling to 10, ask a failing lookup three times before a human decides.
         "LUCIA_SEND_SETTLE_SECONDS": "5",
+        # A task taken by a killed cluster is handed out again after `retry`: 30 s here, not the production 360.
+        "LUCIA_Q_TIMEOUT": "20",
+        "LUCIA_Q_RETRY": "30",
         "LUCIA_SEND_RETRY_SECONDS": "2",
         "LUCIA_SEND_RETRY_MAX_SECONDS": "10",
         "LUCIA_SEND_LOOKUP_TRIES": "3",

@@ -37,9 +37,9 @@ SLICE_SHARE_OF_TIMEOUT = 1 / 3
 # Seconds allowed between the database clock (the mark) and the workers' clock (django-q2's queue rows).
 CLOCK_SKEW_SECONDS = 5
 
-# True while run `r` has a task waiting: its mark is younger than `retry` and the queue holds a row enqueued
-# no earlier than the mark. The ORM broker stores a waiting row with lock = enqueue time - retry, and a taken
-# one with lock = the time it was taken, so a row behind the mark has lock >= mark - retry. Mark and row
+# True while run `r` has a task waiting: its mark is younger than `retry` and the queue holds a row that can
+# be behind it. The ORM broker stores a waiting row with lock = its enqueue time and a taken one with lock = the
+# time it was taken + retry, so a row behind the mark has lock >= mark (less the clock skew). Mark and row
 # commit together, so one snapshot sees both or neither. Params: stale_secs, backed_secs (mark_params()).
 WAITING_MARK_SQL = """(r.advance_enqueued_at IS NOT NULL
       AND r.advance_enqueued_at >= statement_timestamp() - make_interval(secs => %(stale_secs)s)
@@ -104,7 +104,7 @@ def mark_params() -> dict[str, int]:
     """WAITING_MARK_SQL's parameters. A mark counts at most `retry` + a minute: django-q2 hands an
     unacknowledged task out again after `retry`."""
     retry = int(settings.Q_CLUSTER["retry"])
-    return {"stale_secs": retry + 60, "backed_secs": retry + CLOCK_SKEW_SECONDS}
+    return {"stale_secs": retry + 60, "backed_secs": CLOCK_SKEW_SECONDS}
 
 
 def slice_seconds() -> float:

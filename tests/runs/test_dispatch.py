@@ -191,7 +191,7 @@ def test_a_mark_backed_by_a_task_another_worker_has_taken_still_holds_the_run_ba
 
     _run_due()
     dispatch.dispatch_due()
-    OrmQ.objects.update(lock=timezone.now())  # taken by a worker, not yet acknowledged
+    OrmQ.objects.update(lock=timezone.now() + timedelta(seconds=360))  # taken: lock = taken + retry
 
     assert dispatch.dispatch_due() == 0
 
@@ -202,7 +202,7 @@ def test_a_mark_older_than_the_q2_retry_no_longer_holds_the_run_back(settings):
 
     fresh, stale = _run_due(), _run_due(minutes_ago=2)
     queue.enqueue_advance(fresh)
-    OrmQ.objects.update(lock=timezone.now())  # fresh's task is taken by a worker, not yet acknowledged
+    OrmQ.objects.update(lock=timezone.now() + timedelta(seconds=100))  # fresh's task, taken: lock = taken + retry
     _mark_age(fresh, seconds=30)
     _mark_age(stale, seconds=161)  # retry + 60 s: its task (or queue row) is lost
     assert dispatch.dispatch_due() == 1
