@@ -7,7 +7,7 @@ escalation row is locked, closed, and the answer enters the run as a
 """
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 
@@ -99,23 +99,23 @@ def clear_outage(organization_id: int, *, channel: str) -> int:
 
 
 def take_due_notices(*, batch: int) -> list[Escalation]:
-    """Open escalations whose next notice is due, each moved on by one notice (the first sets the next one
-    `escalation_sla` later; the second ends them), locked until the caller's transaction ends, which must
-    queue those notices. SKIP LOCKED: another dispatcher is taking those. `notices_queued` on each returned row
-    is the attempt number of the notice to queue."""
-    now = clock.wall_now()
-    due = list(
+    """Open escalations whose next notice is due, locked until the caller's transaction ends; the caller
+    queues each one's notice and moves it on with notice_queued. SKIP LOCKED: another dispatcher has those."""
+    return list(
         Escalation.objects.select_for_update(no_key=True, skip_locked=True, of=("self",)).select_related("run")
-        .filter(status=EscalationStatus.OPEN, notify_at__isnull=False, notify_at__lte=now)
+        .filter(status=EscalationStatus.OPEN, notify_at__isnull=False, notify_at__lte=clock.wall_now())
         .order_by("notify_at", "id")[:batch]
     )
-    for escalation in due:
-        escalation.notices_queued += 1
-        escalation.notify_at = (
-            now + timedelta(seconds=sla_seconds(escalation)) if escalation.notices_queued < NOTICES else None
-        )
-        escalation.save(update_fields=["notices_queued", "notify_at"])
-    return due
+
+
+def notice_queued(escalation: Escalation, *, delivered_from: datetime) -> None:
+    """One more notice is queued; it reaches the ops team from `delivered_from` (later in their quiet hours).
+    After the first, the next is due `escalation_sla` after that; after the second, none."""
+    escalation.notices_queued += 1
+    escalation.notify_at = (
+        delivered_from + timedelta(seconds=sla_seconds(escalation)) if escalation.notices_queued < NOTICES else None
+    )
+    escalation.save(update_fields=["notices_queued", "notify_at"])
 
 
 def sla_seconds(escalation: Escalation) -> int:

@@ -1,9 +1,9 @@
 """Escalations find their human: notices to the organization's ops team (EscalationRoute).
 
 Every escalation is created with `notify_at` set (a simulated run's excepted).
-The dispatcher's pass takes the due ones (escalations.take_due_notices, which
-moves each on by one notice: the first, then one more past the agent's
-`escalation_sla`) and, in the same transaction, queues one outbox row per
+The dispatcher's pass takes the due ones (escalations.take_due_notices: the
+first notice, then one more `escalation_sla` after the first reached the
+team) and, in the same transaction, queues one outbox row per
 channel of the route, keyed by escalation id + attempt + channel: a retried
 transaction or a second dispatcher finds the row and queues nothing more.
 A notice falling in the ops team's quiet hours is held (`not_before`), not
@@ -62,17 +62,19 @@ def announce_due(*, batch: int = ANNOUNCE_BATCH) -> int:
         due = escalations.take_due_notices(batch=batch)
         routes = {route.organization_id: route for route in EscalationRoute.objects.filter(
             organization_id__in={escalation.organization_id for escalation in due})}
-        queued = 0
+        queued, now = 0, clock.wall_now()
         for escalation in due:
             route = routes.get(escalation.organization_id)
+            held = quiet_until(route, now=now) if route is not None else None
             if route is not None:
-                queued += len(queue(escalation, route=route, attempt=escalation.notices_queued))
+                queued += len(queue(escalation, route=route, attempt=escalation.notices_queued + 1, held=held))
+            escalations.notice_queued(escalation, delivered_from=held or now)
     return queued
 
 
-def queue(escalation: Escalation, *, route: EscalationRoute, attempt: int) -> list[OutboxMessage]:
-    """The notice rows of one attempt, one per channel the route names."""
-    held = quiet_until(route, now=clock.wall_now())
+def queue(escalation: Escalation, *, route: EscalationRoute, attempt: int,
+          held: datetime | None) -> list[OutboxMessage]:
+    """The notice rows of one attempt, one per channel the route names; `held`: not sent before then."""
     text = notice_text(escalation, attempt=attempt)
     rows = []
     if route.email_identity_id and route.email_to:
