@@ -1,12 +1,12 @@
 """`/api/v1/escalation-route/`: where the caller organization's escalations are announced.
 
-GET shows the route (404 when none is set); POST sets it, replacing the
-previous one. Identities are named by id and must be the organization's own
+GET lists the route (one, or none yet); POST sets it, replacing the previous
+one. Identities are named by id and must be the organization's own
 (runs.escalation_routes checks, as for the Studio).
 """
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, serializers, status, viewsets
+from rest_framework import serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -41,14 +41,13 @@ class EscalationRouteViewSet(viewsets.GenericViewSet):
     permission_classes = [CanManageRoute]
     pagination_class = None
 
-    @extend_schema(responses=EscalationRouteSerializer, summary="The organization's escalation route")
+    @extend_schema(responses=EscalationRouteSerializer(many=True),
+                   summary="The organization's escalation route (a list of one, or empty when none is set)")
     def list(self, request: Request) -> Response:
         route = escalation_routes.route_of(request.organization)
-        if route is None:
-            raise exceptions.NotFound("No escalation route is set: POST one.")
-        return Response(EscalationRouteSerializer(route).data)
+        return Response([EscalationRouteSerializer(route).data] if route else [])
 
-    @extend_schema(request=EscalationRouteSerializer, responses=EscalationRouteSerializer,
+    @extend_schema(request=EscalationRouteSerializer, responses={200: EscalationRouteSerializer},
                    summary="Set (replace) the organization's escalation route")
     def create(self, request: Request) -> Response:
         serializer = EscalationRouteSerializer(data=request.data)
