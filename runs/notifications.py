@@ -8,7 +8,9 @@ channel of the route, keyed by escalation id + attempt + channel: a retried
 transaction or a second dispatcher finds the row and queues nothing more.
 A notice falling in the ops team's quiet hours is held (`not_before`), not
 dropped. Notices have no run: no contact's caps count them and no ladder sees
-them as outreach. Sending is the same pass's second half, a few rows at a time.
+them as outreach. Sending is the same pass's second half, a few rows at a time;
+a notice whose sender died mid-send is looked up at the provider before it
+is ever sent again.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ SEND_BATCH = 5
 # A provider that refused a notice for now is asked again after this, up to MAX_ATTEMPTS times.
 RETRY_AFTER = timedelta(minutes=1)
 MAX_ATTEMPTS = 10
+# A notice `sending` this long past the provider's settle window lost its sender (a live one gives up within
+# its request timeout): look it up.
+STALE_SENDING = timedelta(minutes=5)
 # Options a click cannot answer: they need words or an address only the Studio form takes.
 FREE_TEXT_OPTIONS = frozenset({"reply_to_contact", "guide_agent", "use_contact"})
 # Slack allows 25 elements in an actions block; one is the Studio link.
@@ -47,6 +52,7 @@ def notify_due(*, budget_s: float) -> int:
     """Queue the due notices, then send the due ones until the budget is spent. Returns notices sent."""
     deadline = time.monotonic() + budget_s
     announce_due()
+    look_up_stale()
     sent = 0
     # At least one batch, however small the budget: a pass always moves the oldest notices on.
     while rows := outbox.claim_notices(batch=SEND_BATCH):
@@ -70,6 +76,26 @@ def announce_due(*, batch: int = ANNOUNCE_BATCH) -> int:
                 queued += len(queue(escalation, route=route, attempt=escalation.notices_queued + 1, held=held))
             escalations.notice_queued(escalation, delivered_from=held or now)
     return queued
+
+
+def look_up_stale(*, batch: int = SEND_BATCH) -> int:
+    """Settle notices whose sender died mid-send by asking the provider: found, sent; not found, sent again
+    by the next claim; unknowable, uncertain (never sent twice). Returns how many were looked up."""
+    attempted_before = clock.wall_now() - timedelta(seconds=settings.LUCIA_SEND_SETTLE_SECONDS) - STALE_SENDING
+    stale = outbox.claim_stale_notices(attempted_before=attempted_before, batch=batch)
+    for row, attempted_at in stale:
+        try:
+            looked = registry.connector_for(_identity(row)).lookup(_message(row), sent_after=attempted_at)
+        except Exception:  # a vanished identity or a bug: this row only
+            logger.exception("escalation notice %s: lookup failed", row.pk)
+            continue
+        if looked.found:
+            outbox.settle_notice(row, sent=True, provider_message_id=looked.provider_message_id or "")
+        elif looked.found is False:
+            outbox.settle_notice(row, retry_at=clock.wall_now(), error="not found by the provider; sent again")
+        elif not looked.transient or row.lookups >= MAX_ATTEMPTS:
+            outbox.settle_notice(row, uncertain=True, error="the provider cannot say whether it was sent")
+    return len(stale)
 
 
 def queue(escalation: Escalation, *, route: EscalationRoute, attempt: int,
@@ -160,11 +186,7 @@ def slack_blocks(escalation: Escalation, text: str) -> list[dict]:
 def _deliver(row: OutboxMessage) -> bool:
     """Send one claimed notice and settle its row; True when it went out."""
     try:
-        connector = registry.connector_for(_identity(row))
-        result = connector.send(OutboundMessage(
-            idem_key=row.idem_key, channel=row.channel, to=row.recipient, body=row.payload.get("body", ""),
-            subject=row.payload.get("subject"), blocks=row.payload.get("blocks") or [],
-        ))
+        result = registry.connector_for(_identity(row)).send(_message(row))
     except ConnectorError as exc:
         if exc.outcome_unknown:
             # It may have gone out: never sent twice; the row shows it in the Studio's outbox.
@@ -181,6 +203,13 @@ def _deliver(row: OutboxMessage) -> bool:
         return False
     outbox.settle_notice(row, sent=True, provider_message_id=result.provider_message_id)
     return True
+
+
+def _message(row: OutboxMessage) -> OutboundMessage:
+    return OutboundMessage(
+        idem_key=row.idem_key, channel=row.channel, to=row.recipient, body=row.payload.get("body", ""),
+        subject=row.payload.get("subject"), blocks=row.payload.get("blocks") or [],
+    )
 
 
 def _identity(row: OutboxMessage) -> Identity:

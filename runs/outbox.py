@@ -276,3 +276,21 @@ def settle_notice(message: OutboxMessage, *, sent: bool = False, provider_messag
         locked.error = error[:4000]
         locked.save(update_fields=["status", "sent_at", "provider_message_id", "not_before", "error"])
     return locked
+
+
+def claim_stale_notices(*, attempted_before: datetime, batch: int) -> list[tuple[OutboxMessage, datetime]]:
+    """Notices left `sending` since before `attempted_before` (their sender died between claim and settle),
+    each with the time of that attempt; re-stamped now so no other dispatcher looks them up meanwhile."""
+    now = clock.wall_now()
+    with transaction.atomic():
+        rows = list(
+            OutboxMessage.objects.select_for_update(no_key=True, skip_locked=True)
+            .filter(escalation__isnull=False, status=OutboxStatus.SENDING, attempted_at__lt=attempted_before)
+            .order_by("attempted_at", "id")[:batch]
+        )
+        stale = [(row, row.attempted_at) for row in rows]
+        for row in rows:
+            row.attempted_at = now
+            row.lookups += 1
+            row.save(update_fields=["attempted_at", "lookups"])
+    return stale

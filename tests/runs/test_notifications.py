@@ -222,3 +222,30 @@ def test_concurrent_dispatchers_send_each_notice_once(routed, slack_server):  # 
 
     assert len(_posts(slack_server)) == 1
     assert OutboxMessage.objects.filter(escalation=escalation, channel="slack").get().status == "sent"
+
+
+@pytest.mark.parametrize("posted_before_dying", [True, False])
+def test_a_notice_whose_sender_died_mid_send_is_looked_up_and_never_posted_twice(
+        routed, slack_server, posted_before_dying):  # noqa: F811
+    EscalationRoute.objects.filter(organization=routed).update(email_identity=None, email_to="")
+    start = datetime(2026, 1, 14, 12, 0, tzinfo=UTC)
+    with time_machine.travel(start, tick=False):
+        escalation = _open(RunFactory(organization=routed))
+        notifications.announce_due()
+        [claimed] = outbox.claim_notices(batch=5)  # the sender dies here, before or after Slack took the post
+        if posted_before_dying:
+            slack_server.post(OPS_CHANNEL, text="notice", metadata={
+                "event_type": "lucia_send", "event_payload": {"idem_key": claimed.idem_key}})
+        dispatch.dispatch_due()
+    assert OutboxMessage.objects.get(pk=claimed.pk).status == "sending"  # a live sender may still be at it
+
+    with time_machine.travel(start + timedelta(minutes=10), tick=False):
+        dispatch.dispatch_due()
+        dispatch.dispatch_due()
+
+    row = OutboxMessage.objects.get(escalation=escalation)
+    assert row.status == "sent"
+    posted = [message for message in slack_server.channels[OPS_CHANNEL]
+              if (message.get("metadata") or {}).get("event_payload", {}).get("idem_key") == row.idem_key]
+    assert len(posted) == 1
+    assert len(_posts(slack_server)) == (0 if posted_before_dying else 1)
