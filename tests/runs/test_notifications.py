@@ -249,3 +249,19 @@ def test_a_notice_whose_sender_died_mid_send_is_looked_up_and_never_posted_twice
               if (message.get("metadata") or {}).get("event_payload", {}).get("idem_key") == row.idem_key]
     assert len(posted) == 1
     assert len(_posts(slack_server)) == (0 if posted_before_dying else 1)
+
+
+def test_the_studio_shows_notices_in_the_outbox(routed, client):
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "pw"))
+    escalation = _open(RunFactory(organization=routed))
+    notifications.announce_due()
+    notice = OutboxMessage.objects.filter(escalation=escalation).first()
+
+    listing = client.get("/admin/runs/outboxmessage/")
+    page = client.get(f"/admin/runs/outboxmessage/{notice.pk}/change/")
+    escalation_page = client.get(f"/admin/runs/escalation/{escalation.pk}/change/")
+
+    assert (listing.status_code, page.status_code, escalation_page.status_code) == (200, 200, 200)
+    assert notice.idem_key in page.content.decode() or notice.recipient in page.content.decode()
