@@ -86,8 +86,10 @@ def look_up_stale(*, batch: int = SEND_BATCH) -> int:
     for row, attempted_at in stale:
         try:
             looked = registry.connector_for(_identity(row)).lookup(_message(row), sent_after=attempted_at)
-        except Exception:  # a vanished identity or a bug: this row only
+        except Exception as exc:  # a vanished identity or a bug: this row only, and not forever
             logger.exception("escalation notice %s: lookup failed", row.pk)
+            if row.lookups >= MAX_ATTEMPTS:
+                outbox.settle_notice(row, uncertain=True, error=f"lookup failed: {exc.__class__.__name__}: {exc}")
             continue
         if looked.found:
             outbox.settle_notice(row, sent=True, provider_message_id=looked.provider_message_id or "")
