@@ -3,8 +3,9 @@
 The click arrives verified (lucia_site.webhooks: the Slack identity's signing
 secret, fresh, never replayed) and names the organization by its workspace.
 The answer goes through runs.answers like the Studio's and the API's, with
-the clicking Slack user as who acted. Options that need words (a reply, a
-guide, an address) are not acted on: the person gets the Studio's link.
+the clicking Slack user as who acted. Options that need words or data (a
+reply, a guide, an address, a channel) are not acted on: the person gets
+the Studio's link.
 Whatever happens, the person is told in one line; nothing here raises for
 a refused answer.
 """
@@ -30,13 +31,14 @@ def answer_click(organization: Organization, *, value: str, slack_user: str) -> 
     option = next((option for option in notifications.options_of(escalation) if option["name"] == name), None)
     if option is None:
         return f"“{name}” is not an answer escalation #{escalation.pk} offers."
-    if name in notifications.FREE_TEXT_OPTIONS:
+    if option["in_studio"]:
         return (f"“{option['label']}” needs your words: answer escalation #{escalation.pk} in the Studio: "
                 f"{notifications.studio_url(escalation.pk)}")
     from runs import answers  # h8's module; imported on use so this floor loads without it
 
     try:
-        answers.answer(escalation, option=name, data=option["data"] or None, via=f"slack:{slack_user}"[:VIA_MAX])
+        # No data: an option's `data` describes what the Studio form asks for; a click gives none of it.
+        answers.answer(escalation, option=name, via=f"slack:{slack_user}"[:VIA_MAX])
     except answers.AnswerRefused as refused:
         return f"Escalation #{escalation.pk} was not answered: {refused.message}"
     except escalations.EscalationClosed:

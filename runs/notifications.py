@@ -41,8 +41,9 @@ MAX_ATTEMPTS = 10
 # A notice `sending` this long past the provider's settle window lost its sender (a live one gives up within
 # its request timeout): look it up.
 STALE_SENDING = timedelta(minutes=5)
-# Options a click cannot answer: they need words or an address only the Studio form takes.
-FREE_TEXT_OPTIONS = frozenset({"reply_to_contact", "guide_agent", "use_contact"})
+# Options a click cannot answer: they need words, an address or a channel only the Studio form takes (besides
+# any option marked needs_text).
+STUDIO_ONLY_OPTIONS = frozenset({"reply_to_contact", "guide_agent", "use_contact", "switch_channel"})
 # Slack allows 25 elements in an actions block; one is the Studio link.
 MAX_BUTTONS = 24
 BUTTON_ACTION = "lucia_answer"
@@ -140,14 +141,16 @@ def studio_url(escalation_id: int) -> str:
 
 
 def options_of(escalation: Escalation) -> list[dict]:
-    """The escalation's options as {"name", "label", "data"}; plain strings (older rows) name themselves."""
+    """The escalation's options as {"name", "label", "in_studio"}; plain strings (older rows) name themselves.
+    `in_studio`: a click cannot answer it (it needs text or data a button does not carry)."""
     options = []
     for option in escalation.options or []:
         if isinstance(option, dict) and option.get("name"):
-            options.append({"name": str(option["name"]), "label": str(option.get("label") or option["name"]),
-                            "data": option.get("data") or {}})
+            name = str(option["name"])
+            options.append({"name": name, "label": str(option.get("label") or name),
+                            "in_studio": bool(option.get("needs_text")) or name in STUDIO_ONLY_OPTIONS})
         elif isinstance(option, str) and option:
-            options.append({"name": option, "label": option, "data": {}})
+            options.append({"name": option, "label": option, "in_studio": option in STUDIO_ONLY_OPTIONS})
     return options
 
 

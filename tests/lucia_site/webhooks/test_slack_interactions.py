@@ -21,8 +21,11 @@ from tests.lucia_site.webhooks.support import identity
 
 pytestmark = pytest.mark.django_db
 
+# As runs.answers stores them: `data` describes what the Studio form asks for, it holds no values.
 OPTIONS = [{"name": "stop_run", "label": "Stop the run", "data": {}},
-           {"name": "guide_agent", "label": "Guide the agent", "data": {}},
+           {"name": "guide_agent", "label": "Guide the agent", "data": {}, "needs_text": True},
+           {"name": "stop_contacting", "label": "Stop contacting them",
+            "data": {"role": "the contact's role", "channels": "list of email, sms, voice, slack (empty: all)"}},
            {"name": "refused", "label": "Refused by the rules", "data": {}}]
 
 
@@ -41,7 +44,9 @@ def answers_stand_in(monkeypatch):
     def answer(escalation, *, option, text="", data=None, by_user=None, by_key=None, via):
         calls.append({"escalation": escalation.pk, "option": option, "data": data, "via": via})
         if option == "refused":
-            raise AnswerRefused(f"{option!r} does not fit this escalation")
+            raise AnswerRefused(f"option {option!r} does not fit this {escalation.kind} escalation")
+        if data is not None and not isinstance(data.get("channels", []), list):
+            raise AnswerRefused("data.channels must be a list")
         escalations.answer(escalation, answer=option, by_user=by_user, by_key=by_key, via=via)
         return Escalation.objects.get(pk=escalation.pk)
 
@@ -94,9 +99,21 @@ def test_a_signed_click_answers_the_escalation_as_the_slack_user_and_tells_them_
     assert response.status_code == 200
     assert response.json()["response_type"] == "ephemeral" and "Stop the run" in response.json()["text"]
     escalation.refresh_from_db()
-    assert (escalation.status, escalation.answer, escalation.answered_via) == ("answered", "stop_run", "slack:U0OPS")
+    assert (escalation.status, escalation.answered_via) == ("answered", "slack:U0OPS")
+    assert [call["data"] for call in answers_stand_in.calls] == [None]
     [reply] = slack_server.calls_to("/actions/T0ACME/1/abc")
     assert reply.json()["response_type"] == "ephemeral" and f"#{escalation.pk}" in reply.json()["text"]
+
+
+def test_an_option_whose_data_describes_the_studio_form_is_answered_without_that_description(
+        client, acme, answers_stand_in):
+    escalation = _escalation(acme)
+
+    response = _post(client, _click(escalation.pk, "stop_contacting"))
+
+    assert response.status_code == 200 and "Stop contacting them" in response.json()["text"]
+    assert answers_stand_in.calls[0]["data"] is None
+    assert Escalation.objects.get(pk=escalation.pk).status == "answered"
 
 
 def test_a_refused_answer_is_shown_to_the_clicker_and_changes_nothing(client, acme, answers_stand_in):
@@ -104,7 +121,7 @@ def test_a_refused_answer_is_shown_to_the_clicker_and_changes_nothing(client, ac
 
     response = _post(client, _click(escalation.pk, "refused"))
 
-    assert response.status_code == 200 and "does not fit this escalation" in response.json()["text"]
+    assert response.status_code == 200 and "does not fit" in response.json()["text"]
     assert Escalation.objects.get(pk=escalation.pk).status == "open"
 
 
