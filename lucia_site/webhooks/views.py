@@ -137,7 +137,7 @@ class SlackInteractions(WebhookView):
 
     def parse(self, request: HttpRequest, verified: Verified) -> list[ParsedInbound]:
         payload = _interaction(request)
-        if payload.get("type") != "block_actions" or not _click(payload):
+        if payload.get("type") != "block_actions" or _click(payload) is None:
             raise Refused(400, "expected a block_actions payload with one button click")
         if problem := untrusted_input.json_problem(payload):
             raise Refused(400, f"unstorable slack payload: {problem}")
@@ -145,8 +145,11 @@ class SlackInteractions(WebhookView):
 
     def receive(self, request: HttpRequest, items: list[ParsedInbound], verified: Verified) -> HttpResponse:
         payload = _interaction(request)
+        value = _click(payload)
+        if not value:
+            return HttpResponse(status=200)  # the notice's "Open in the Studio" link: Slack opened it
         user = payload.get("user") or {}
-        text = notice_clicks.answer_click(verified.organization, value=_click(payload),
+        text = notice_clicks.answer_click(verified.organization, value=value,
                                           slack_user=str(user.get("id", "")) if isinstance(user, dict) else "")
         response_url = payload.get("response_url")
         if isinstance(response_url, str) and response_url:
@@ -189,12 +192,15 @@ def _interaction(request: HttpRequest) -> dict:
         raise Refused(400, "expected a form with a JSON `payload` field") from exc
 
 
-def _click(payload: dict) -> str:
-    """The value of the clicked button ('' when the payload carries no usable click)."""
+def _click(payload: dict) -> str | None:
+    """The value of the clicked button ('' for a link button, which carries none); None when the payload
+    carries no usable click."""
     actions = payload.get("actions")
     action = actions[0] if isinstance(actions, list) and len(actions) == 1 else None
-    value = action.get("value") if isinstance(action, dict) else None
-    return value if isinstance(value, str) and len(value) <= 2000 else ""
+    if not isinstance(action, dict):
+        return None
+    value = action.get("value", "")
+    return value if isinstance(value, str) and len(value) <= 2000 else None
 
 
 def _twilio_signer(request: HttpRequest, *numbers: str, channel: str) -> Verified:

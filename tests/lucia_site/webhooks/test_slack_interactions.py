@@ -161,6 +161,17 @@ def test_forged_stale_and_replayed_clicks_are_refused_and_change_nothing(client,
     assert len(answers_stand_in.calls) == 1
 
 
+def test_the_studio_link_button_is_acknowledged_and_acts_on_nothing(client, acme, answers_stand_in):
+    escalation = _escalation(acme)
+    click = _click(escalation.pk, "stop_run")
+    click["actions"] = [{"type": "button", "action_id": "lucia_open_studio", "url": "https://lucia.example.com/"}]
+
+    response = _post(client, click)
+
+    assert response.status_code == 200 and answers_stand_in.calls == []
+    assert Escalation.objects.get(pk=escalation.pk).status == "open"
+
+
 def test_a_signed_body_that_is_no_click_is_a_400(client, acme, answers_stand_in):
     not_a_form = _post(client, None, body=b"payload=%7Bnot json")
     no_action = _post(client, {"type": "block_actions", "team": {"id": "T0ACME"}, "actions": []})
