@@ -48,6 +48,8 @@ class OutboundMessage:
     status_callback_url: str | None = None
     # The run's clock at send time (virtual in simulation); only the sandbox stores it.
     sent_at: datetime | None = None
+    # Slack: Block Kit blocks shown instead of `body` (which stays the notification text), e.g. answer buttons.
+    blocks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

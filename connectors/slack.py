@@ -12,12 +12,14 @@ import hmac
 import json
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.webhook import WebhookClient
 
 from connectors.base import Connector, LookupResult, OutboundMessage, ParsedInbound, SendResult, SignatureStamp
 from connectors.errors import ConnectorError, transport_error
@@ -29,6 +31,8 @@ SIGNATURE_HEADER = "X-Slack-Signature"
 REQUEST_TIMEOUT_S = 15
 CLOCK_SLACK = timedelta(minutes=1)
 LOOKUP_PAGES = 5
+# Interaction replies go only here: a response_url elsewhere would make Lucia post wherever a payload says.
+RESPONSE_HOST = "hooks.slack.com"
 # Slack error strings after which the same post can never succeed.
 PERMANENT_ERRORS = {
     "channel_not_found", "not_in_channel", "is_archived", "invalid_auth", "account_inactive", "token_revoked",
@@ -50,6 +54,7 @@ class SlackConnector(Connector):
                 channel=message.to,
                 text=message.body,
                 thread_ts=thread_ts_of(message.in_reply_to),
+                blocks=message.blocks or None,
                 metadata={"event_type": EVENT_TYPE, "event_payload": {"idem_key": message.idem_key}},
             )
         except CLIENT_ERRORS as exc:
@@ -132,6 +137,18 @@ class SlackConnector(Connector):
             raw=payload,
         )]
 
+    def respond(self, response_url: str, *, text: str) -> bool:
+        """Show `text` to the person who clicked, and only to them (an ephemeral reply on the interaction's
+        response_url). False when the URL is not Slack's (or the fake API's, in tests) or Slack refused it."""
+        if not _is_response_url(response_url, api_base_url=self.secrets.get("api_base_url") or ""):
+            return False
+        try:
+            response = WebhookClient(response_url, timeout=REQUEST_TIMEOUT_S).send(
+                text=text, response_type="ephemeral", replace_original=False)
+        except CLIENT_ERRORS:
+            return False
+        return response.status_code == 200
+
     def _client(self) -> WebClient:
         token = self.require_secret("bot_token")
         # No retry handlers: a retried post after a dropped connection can post twice.
@@ -141,6 +158,25 @@ class SlackConnector(Connector):
             timeout=REQUEST_TIMEOUT_S,
             retry_handlers=[],
         )
+
+
+def interaction_of(body: bytes) -> dict[str, Any]:
+    """The JSON `payload` field of an interaction post (application/x-www-form-urlencoded, as Slack sends
+    it); raises ValueError when the body is not one."""
+    fields = parse_qs(body.decode("utf-8"), strict_parsing=False, max_num_fields=20)
+    [raw] = fields.get("payload") or [""]
+    payload = json.loads(raw)
+    if not isinstance(payload, dict):
+        raise ValueError("the interaction payload is not a JSON object")
+    return payload
+
+
+def _is_response_url(url: str, *, api_base_url: str) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname == RESPONSE_HOST:
+        return True
+    base = urlsplit(api_base_url)
+    return bool(api_base_url) and (parts.scheme, parts.netloc) == (base.scheme, base.netloc)
 
 
 def thread_ts_of(reference: str | None) -> str | None:

@@ -7,12 +7,13 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from runs import cancellation, escalations
+from runs import cancellation, escalation_routes, escalations
 from runs.models import (
     Contact,
     Episode,
     Escalation,
     EscalationKind,
+    EscalationRoute,
     EscalationStatus,
     JournalEntry,
     OutboxMessage,
@@ -190,3 +191,42 @@ class EscalationAdmin(ReadOnlyAdmin):
             return None
         self.message_user(request, f"Escalation {escalation.pk} settled; the run resumes.", messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:runs_escalation_changelist") + "?status__exact=open")
+
+
+class EscalationRouteForm(forms.ModelForm):
+    class Meta:
+        model = EscalationRoute
+        fields = ["organization", *escalation_routes.FIELDS]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        organization = data.get("organization") or getattr(self.instance, "organization", None)
+        if organization is None or self.errors:
+            return data
+        try:
+            data.update(escalation_routes.check_route(
+                organization, **{name: data.get(name) or default for name, default in ROUTE_DEFAULTS.items()}))
+        except escalation_routes.RouteRefused as refused:
+            self.add_error(refused.field if refused.field in self.fields else None, refused.message)
+        return data
+
+
+ROUTE_DEFAULTS = {"email_identity": None, "email_to": "", "slack_identity": None, "slack_channel": "",
+                  "timezone": "UTC", "quiet_start": None, "quiet_end": None}
+
+
+@admin.register(EscalationRoute)
+class EscalationRouteAdmin(admin.ModelAdmin):
+    """Where each organization's escalations are announced (runs.notifications); the API sets the same rows."""
+
+    form = EscalationRouteForm
+    list_display = ["organization", "email_to", "slack_channel", "timezone", "quiet_start", "quiet_end"]
+    list_select_related = ["organization"]
+    raw_id_fields = ["email_identity", "slack_identity"]
+
+    def save_model(self, request: HttpRequest, obj: EscalationRoute, form: EscalationRouteForm, change: bool) -> None:
+        # The one writer: the form's values, checked again there.
+        route = escalation_routes.set_route(
+            obj.organization, **{name: form.cleaned_data.get(name) or default
+                                 for name, default in ROUTE_DEFAULTS.items()})
+        obj.pk = route.pk

@@ -1,5 +1,7 @@
 """Timers: enqueue runs with due episodes, and reap episodes whose worker died.
 
+Escalation notices ride on the dispatch pass (runs.notifications).
+
 Both run from the `runs.tasks.dispatch_due` schedule (every minute) and from
 the worker supervisor's tick (every few seconds), possibly in several
 processes at once. Each is a loop of short claims, healthchecks' `sendalerts`
@@ -22,7 +24,7 @@ import time
 
 from django.db import connection, transaction
 
-from runs import clock, execution, leases, queue
+from runs import clock, execution, leases, notifications, queue
 from runs.models import Episode, EpisodeStatus
 
 logger = logging.getLogger(__name__)
@@ -85,8 +87,10 @@ def dispatch_due(*, batch: int = BATCH, budget_s: float | None = None) -> int:
     Loops until none is left or the budget (a share of django-q2's timeout) is spent. Returns how many were
     enqueued.
     """
-    deadline = time.monotonic() + (queue.slice_seconds() if budget_s is None else budget_s)
+    budget = queue.slice_seconds() if budget_s is None else budget_s
+    deadline = time.monotonic() + budget
     enqueued, failed = 0, []
+    _notify_escalations(budget_s=budget / 4)
     while True:
         claimed, failures = _claim_and_enqueue(batch=batch, skip=failed)
         enqueued += len(claimed) - len(failures)
@@ -94,6 +98,14 @@ def dispatch_due(*, batch: int = BATCH, budget_s: float | None = None) -> int:
         # Rows skipped as locked shorten a batch too: only an empty one means nothing is left.
         if not claimed or time.monotonic() >= deadline:
             return enqueued
+
+
+def _notify_escalations(*, budget_s: float) -> None:
+    """Escalation notices (runs.notifications) ride on this pass; a failure there never holds back the timers."""
+    try:
+        notifications.notify_due(budget_s=budget_s)
+    except Exception:
+        logger.exception("escalation notice pass failed; dispatching anyway")
 
 
 def reap_expired(*, batch: int = REAP_BATCH, budget_s: float | None = None) -> int:

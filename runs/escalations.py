@@ -7,6 +7,7 @@ escalation row is locked, closed, and the answer enters the run as a
 """
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 from django.db import transaction
 
@@ -24,6 +25,11 @@ from runs.models import (
 )
 
 UNCERTAIN_OUTCOMES = ("sent", "not_sent")
+# The second notice of a run-less escalation (unmatched inbound, provider outage), or of a run whose plan
+# predates escalation_sla: the schema's default.
+DEFAULT_ESCALATION_SLA_S = 4 * 3600
+# A first notice, then one more past the SLA.
+NOTICES = 2
 
 
 class EscalationClosed(Exception):
@@ -46,6 +52,8 @@ def open_escalation(
         context=context or {}, episode=episode, outbox_message=outbox_message,
         # The run's clock: a simulated run's question is raised on its virtual day, not today.
         raised_at=clock.now(run),
+        # A simulated run's question is the simulator's to answer: nobody is told.
+        notify_at=None if run.sim else clock.wall_now(),
     )
     if run.status != RunStatus.WAITING_HUMAN:
         run.wait_for_human()
@@ -60,7 +68,7 @@ def open_unmatched(
     """Triage for an inbound message no run claimed: it is kept, never dropped."""
     return Escalation.objects.create(
         organization=organization, kind=EscalationKind.UNMATCHED_INBOUND, prompt=prompt,
-        inbound_message_id=inbound_message_id, context=context or {},
+        inbound_message_id=inbound_message_id, context=context or {}, notify_at=clock.wall_now(),
     )
 
 
@@ -77,7 +85,7 @@ def raise_outage(organization_id: int, *, channel: str, error: str) -> None:
         prompt=(f"The {channel} provider is failing ({error[:300]}). Sends on this channel are held and retried "
                 "by themselves; this alert closes when one goes through. Check the provider's status page "
                 "and this organization's credentials."),
-        context={"channel": channel, "error": error[:1000]}, raised_at=clock.wall_now(),
+        context={"channel": channel, "error": error[:1000]}, raised_at=clock.wall_now(), notify_at=clock.wall_now(),
     )], ignore_conflicts=True)
 
 
@@ -88,6 +96,34 @@ def clear_outage(organization_id: int, *, channel: str) -> int:
         status=EscalationStatus.OPEN,
     ).update(status=EscalationStatus.RESOLVED, answer="the provider answered again", answered_via="runtime",
              answered_at=clock.wall_now())
+
+
+def take_due_notices(*, batch: int) -> list[Escalation]:
+    """Open escalations whose next notice is due, locked until the caller's transaction ends; the caller
+    queues each one's notice and moves it on with notice_queued. SKIP LOCKED: another dispatcher has those."""
+    return list(
+        Escalation.objects.select_for_update(no_key=True, skip_locked=True, of=("self",)).select_related("run")
+        .filter(status=EscalationStatus.OPEN, notify_at__isnull=False, notify_at__lte=clock.wall_now())
+        .order_by("notify_at", "id")[:batch]
+    )
+
+
+def notice_queued(escalation: Escalation, *, delivered_from: datetime) -> None:
+    """One more notice is queued; it reaches the ops team from `delivered_from` (later in their quiet hours).
+    After the first, the next is due `escalation_sla` after that; after the second, none."""
+    escalation.notices_queued += 1
+    escalation.notify_at = (
+        delivered_from + timedelta(seconds=sla_seconds(escalation)) if escalation.notices_queued < NOTICES else None
+    )
+    escalation.save(update_fields=["notices_queued", "notify_at"])
+
+
+def sla_seconds(escalation: Escalation) -> int:
+    """How long the escalation may stay unanswered before its ops team is told again: the agent's
+    `escalation_sla` as compiled into the run's plan."""
+    plan = escalation.run.plan if escalation.run is not None else {}
+    sla = ((plan or {}).get("followup") or {}).get("escalation_sla_s")
+    return DEFAULT_ESCALATION_SLA_S if sla is None else int(sla)
 
 
 def answer(

@@ -22,7 +22,7 @@ from agents.models import AgentVersion, ApiKey, Deployment
 from connectors import identities
 from connectors.models import Identity
 from runs import starts
-from runs.models import Escalation, Run
+from runs.models import Escalation, EscalationRoute, Run
 from tests.factories import (
     AgentFactory,
     EscalationFactory,
@@ -104,6 +104,7 @@ def victim():
     run = starts.start_run(organization, deployment=deployment, goal=f"{MARK} goal", contacts=[
         {"role": "vendor", "name": f"{MARK} vendor", "email": f"vendor@{MARK}.example"}])
     escalation = EscalationFactory(run=run, prompt=f"{MARK} question")
+    EscalationRoute.objects.create(organization=organization, email_identity=identity, email_to=f"ops@{MARK}.example")
     # Path values by route basename (the part of the route name before the first "-" action).
     values = {
         "agent": {"slug": agent.slug},

@@ -77,6 +77,7 @@ def _followup(followup: FollowupSpec) -> dict:
         "on_exhausted": followup.on_exhausted,
         "on_reply": followup.on_reply,
         "reply_grace_s": followup.reply_grace,
+        "escalation_sla_s": followup.escalation_sla,
     }
 
 

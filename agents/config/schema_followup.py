@@ -68,3 +68,5 @@ class FollowupSpec(Strict):
     on_exhausted: Literal["escalate", "fail", "complete_quietly"] = "escalate"
     on_reply: Literal["pause", "restart", "stop"] = "pause"
     reply_grace: Seconds = durations.parse_seconds("2d")
+    # An escalation of this agent's runs still unanswered this long after it opened is announced again (once).
+    escalation_sla: Seconds = durations.parse_seconds("4h")

@@ -17,5 +17,6 @@ urlpatterns = [
     path("twilio/status/", views.TwilioStatus.as_view(), name="hooks-twilio-status"),
     path("twilio/voice/", views.TwilioVoice.as_view(), name="hooks-twilio-voice"),
     path("slack/events/", views.SlackEvents.as_view(), name="hooks-slack-events"),
+    path("slack/interactions/", views.SlackInteractions.as_view(), name="hooks-slack-interactions"),
     path("sandbox/", views.Sandbox.as_view(), name="hooks-sandbox"),
 ]

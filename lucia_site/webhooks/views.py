@@ -12,14 +12,17 @@ import json
 from xml.sax.saxutils import escape
 
 from django.conf import settings
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.http.multipartparser import MultiPartParserError
 
-from connectors import registry
+from connectors import registry, slack
 from connectors.base import ParsedInbound
 from connectors.models import Channel, Identity
+from lucia_site import untrusted_input
 from lucia_site.webhooks import intake, recipients
 from lucia_site.webhooks.pipeline import Refused, Verified, WebhookView, first_verified
+from runs import notice_clicks
 
 TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response>{}</Response>'
 
@@ -120,6 +123,41 @@ class SlackEvents(WebhookView):
         return HttpResponse(status=200)
 
 
+class SlackInteractions(WebhookView):
+    """Button clicks on escalation notices (Block Kit `block_actions`), form-encoded with a JSON `payload`.
+    The answer's outcome is shown to the person who clicked only (ephemeral), never as an error status."""
+
+    provider = "slack"
+    signs_time = True
+
+    def verify(self, request: HttpRequest) -> Verified:
+        team = (_interaction(request).get("team") or {})
+        candidates = recipients.for_slack({"team_id": team.get("id") if isinstance(team, dict) else None})
+        return first_verified(request, [(registry.connector_for(i), i.organization) for i in candidates])
+
+    def parse(self, request: HttpRequest, verified: Verified) -> list[ParsedInbound]:
+        payload = _interaction(request)
+        if payload.get("type") != "block_actions" or _click(payload) is None:
+            raise Refused(400, "expected a block_actions payload with one button click")
+        if problem := untrusted_input.json_problem(payload):
+            raise Refused(400, f"unstorable slack payload: {problem}")
+        return []
+
+    def receive(self, request: HttpRequest, items: list[ParsedInbound], verified: Verified) -> HttpResponse:
+        payload = _interaction(request)
+        value = _click(payload)
+        if not value:
+            return HttpResponse(status=200)  # the notice's "Open in the Studio" link: Slack opened it
+        user = payload.get("user") or {}
+        text = notice_clicks.answer_click(verified.organization, value=value,
+                                          slack_user=str(user.get("id", "")) if isinstance(user, dict) else "")
+        response_url = payload.get("response_url")
+        if isinstance(response_url, str) and response_url:
+            connector = verified.connector
+            transaction.on_commit(lambda: connector.respond(response_url, text=text))
+        return JsonResponse({"response_type": "ephemeral", "replace_original": False, "text": text})
+
+
 class Sandbox(WebhookView):
     """The tests' inbound path, signed with connectors.sandbox.sign_body (a key derived from SECRET_KEY).
     Answers only with DEBUG on or LUCIA_SANDBOX_WEBHOOK set; elsewhere it does not exist (404)."""
@@ -145,6 +183,24 @@ class Sandbox(WebhookView):
     def receive(self, request: HttpRequest, items: list[ParsedInbound], verified: Verified) -> HttpResponse:
         return JsonResponse({"replies": intake.receive(items, channel=Channel.SANDBOX,
                                                        organization=verified.organization)})
+
+
+def _interaction(request: HttpRequest) -> dict:
+    try:
+        return slack.interaction_of(request.body)
+    except (ValueError, UnicodeError) as exc:
+        raise Refused(400, "expected a form with a JSON `payload` field") from exc
+
+
+def _click(payload: dict) -> str | None:
+    """The value of the clicked button ('' for a link button, which carries none); None when the payload
+    carries no usable click."""
+    actions = payload.get("actions")
+    action = actions[0] if isinstance(actions, list) and len(actions) == 1 else None
+    if not isinstance(action, dict):
+        return None
+    value = action.get("value", "")
+    return value if isinstance(value, str) and len(value) <= 2000 else None
 
 
 def _twilio_signer(request: HttpRequest, *numbers: str, channel: str) -> Verified:

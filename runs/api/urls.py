@@ -2,9 +2,10 @@
 
 from rest_framework.routers import BaseRouter
 
-from runs.api import views
+from runs.api import escalation_routes, views
 
 
 def register(router: BaseRouter) -> None:
     router.register("runs", views.RunViewSet, basename="run")
     router.register("escalations", views.EscalationViewSet, basename="escalation")
+    router.register("escalation-route", escalation_routes.EscalationRouteViewSet, basename="escalation-route")

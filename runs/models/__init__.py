@@ -1,7 +1,7 @@
 """Runtime tables: runs, contacts, tasks, episodes, journal, outbox, escalations, cluster heartbeats."""
 
 from runs.models.episode import Episode, EpisodeKind, EpisodeStatus
-from runs.models.escalation import Escalation, EscalationKind, EscalationStatus
+from runs.models.escalation import Escalation, EscalationKind, EscalationRoute, EscalationStatus
 from runs.models.heartbeat import ClusterHeartbeat
 from runs.models.journal import JournalEntry, JournalKind
 from runs.models.outbox import OutboxMessage, OutboxStatus
@@ -17,6 +17,6 @@ from runs.models.run import (
 
 __all__ = [
     "ENDED_RUN_STATUSES", "OPEN_RUN_STATUSES", "ClusterHeartbeat", "Contact", "Episode", "EpisodeKind", "EpisodeStatus",
-    "Escalation", "EscalationKind", "EscalationStatus", "JournalEntry", "JournalKind", "OutboxMessage",
-    "OutboxStatus", "Run", "RunStatus", "Task", "TaskStatus",
+    "Escalation", "EscalationKind", "EscalationRoute", "EscalationStatus", "JournalEntry", "JournalKind",
+    "OutboxMessage", "OutboxStatus", "Run", "RunStatus", "Task", "TaskStatus",
 ]

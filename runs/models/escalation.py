@@ -3,6 +3,7 @@ from django.db import models
 from django.db.models import Q
 
 from agents.models import ApiKey, Organization
+from connectors.models import Identity
 from runs.models.episode import Episode
 from runs.models.outbox import OutboxMessage
 from runs.models.run import Run
@@ -53,10 +54,19 @@ class Escalation(models.Model):
     raised_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     answered_at = models.DateTimeField(null=True, blank=True)
+    # Wall time at which the ops team is next told (runs.notifications): when raised, then once more past the
+    # agent's escalation_sla; null once both notices are queued, or never set (a simulated run's question).
+    notify_at = models.DateTimeField(null=True, blank=True)
+    notices_queued = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["organization", "status"], name="escalation_org_status")]
+        indexes = [
+            models.Index(fields=["organization", "status"], name="escalation_org_status"),
+            # escalations.take_due_notices: open escalations whose next notice is due.
+            models.Index(fields=["notify_at"], name="escalation_notice_due",
+                         condition=Q(status="open", notify_at__isnull=False)),
+        ]
         constraints = [
             # One open outage alert per organization and channel, however many sends it holds.
             models.UniqueConstraint(fields=["organization", "channel"], name="escalation_one_open_outage",
@@ -65,3 +75,24 @@ class Escalation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.pk} ({self.status})"
+
+
+class EscalationRoute(models.Model):
+    """Where an organization's escalations are announced: an email address (sent from one of its email
+    identities) and/or a Slack channel (posted by its Slack identity), outside the ops team's quiet hours."""
+
+    organization = models.OneToOneField(Organization, on_delete=models.CASCADE, related_name="escalation_route")
+    email_identity = models.ForeignKey(Identity, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                       help_text="The mailbox the notice is sent from.")
+    email_to = models.EmailField(blank=True, help_text="The ops team's address.")
+    slack_identity = models.ForeignKey(Identity, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                       help_text="The Slack workspace (bot) that posts the notice.")
+    slack_channel = models.CharField(max_length=64, blank=True, help_text="Slack channel id, e.g. C0123ABC.")
+    timezone = models.CharField(max_length=64, default="UTC", help_text="The ops team's timezone (IANA name).")
+    # Notices falling in [quiet_start, quiet_end) are held until quiet_end (the window may span midnight).
+    quiet_start = models.TimeField(null=True, blank=True)
+    quiet_end = models.TimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"escalation route of {self.organization}"

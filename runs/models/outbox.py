@@ -14,11 +14,17 @@ class OutboxStatus(models.TextChoices):
 
 
 class OutboxMessage(FSMModelMixin, models.Model):
-    """One intended send. `idem_key` comes from runtime state, so a re-executed episode finds it again."""
+    """One intended send. `idem_key` comes from runtime state, so a re-executed episode finds it again.
+
+    A run's send has a run and an episode. A notice to the organization's ops team about an escalation
+    (runs.notifications) has the escalation instead: it is no run's outreach and no customer's contact.
+    """
 
     idem_key = models.CharField(max_length=64, unique=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="outbox")
-    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="outbox")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="outbox")
+    episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.CASCADE, related_name="outbox")
+    escalation = models.ForeignKey("runs.Escalation", null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="notices")
     task_key = models.CharField(max_length=64, blank=True)
     tool = models.CharField(max_length=32)
     channel = models.CharField(max_length=16)
@@ -46,6 +52,15 @@ class OutboxMessage(FSMModelMixin, models.Model):
             models.Index(fields=["status"], name="outbox_status"),
             # Per-contact caps across the organization: recent sends to one recipient.
             models.Index(fields=["recipient", "created_at"], name="outbox_recipient_time"),
+            # notifications.send_due: pending notices whose hold is over.
+            models.Index(fields=["not_before"], name="outbox_pending_notice",
+                         condition=models.Q(status="pending", escalation__isnull=False)),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(run__isnull=False, episode__isnull=False) | models.Q(escalation__isnull=False),
+                name="outbox_run_send_or_notice",
+            ),
         ]
 
     def __str__(self) -> str:

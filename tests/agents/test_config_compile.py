@@ -78,6 +78,7 @@ def test_followup_defaults_are_filled_in():
         "on_exhausted": "escalate",
         "on_reply": "pause",
         "reply_grace_s": 172800,
+        "escalation_sla_s": 4 * 3600,
     }
 
 

@@ -128,6 +128,16 @@ def _slack(run, *, stamp: int | None = None, secret: str = SIGNING_SECRET, drop:
     return Request("/hooks/slack/events/", raw, "application/json", headers)
 
 
+def _slack_click(run, **signing) -> Request:
+    """A button click on an escalation notice (form-encoded `payload`), signed like every Slack request; it
+    names no escalation of the organization, so the good one answers 200 and changes nothing."""
+    click = {"type": "block_actions", "team": {"id": "T0ACME"}, "user": {"id": "U0OPS"},
+             "actions": [{"type": "button", "action_id": "lucia_answer:stop_run", "value": "0:stop_run"}]}
+    signing.setdefault("body", urlencode({"payload": json.dumps(click)}).encode())
+    request = _slack(run, **signing)
+    return Request("/hooks/slack/interactions/", request.data, "application/x-www-form-urlencoded", request.headers)
+
+
 def _sandbox(run, *, body: bytes | None = None, drop: bool = False, signature: str | None = None) -> Request:
     raw = body if body is not None else json.dumps(
         {"provider_id": "sim-matrix", "from": DANA_PHONE, "to": "+15550000001", "text": "hi"}).encode()
@@ -179,6 +189,17 @@ ROUTES: dict[str, dict[str, Callable]] = {
         "malformed": lambda r: [_slack(r, raw_stamp="soon"), _slack(r, signature="v0=\u00e9\u00e9"),
                                 _slack(r, body=b"\xff\xfe not json"), _slack(r, body=b"[1, 2]"),
                                 _slack(r, body=b'{"team_id": "T0ACME", "type": "event_callback", "event": "x"}')],
+    },
+    "slack-interactions": {
+        "good": lambda r: [_slack_click(r, stamp=_GOOD_SLACK_STAMP)],
+        "missing": lambda r: [_slack_click(r, drop=True)],
+        "wrong": lambda r: [_slack_click(r, secret="not-our-secret")],
+        "stale": lambda r: [_slack_click(r, stamp=int(time.time()) - STALE_S)],
+        "replayed": lambda r: [_slack_click(r, stamp=_GOOD_SLACK_STAMP)],
+        "malformed": lambda r: [_slack_click(r, raw_stamp="soon"), _slack_click(r, body=b"\xff\xfe=%%"),
+                                _slack_click(r, body=b"payload=%5B1%2C2%5D"),
+                                _slack_click(r, body=urlencode({"payload": json.dumps(
+                                    {"type": "block_actions", "team": {"id": "T0ACME"}, "actions": "x"})}).encode())],
     },
     "sandbox": {
         "good": lambda r: [_sandbox(r)],
