@@ -193,6 +193,8 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
         body.is_valid(raise_exception=True)
         if escalation.kind == EscalationKind.UNCERTAIN_SEND:
             raise exceptions.ValidationError({"answer": ["an uncertain send is settled with POST …/resolve/"]})
+        if escalation.kind == EscalationKind.APPROVAL:
+            raise exceptions.ValidationError({"answer": ["a draft is answered with approve, edit or reject"]})
         try:
             escalations.answer(escalation, answer=body.validated_data["answer"], via="api", **_actor(request))
         except escalations.EscalationClosed as error:
