@@ -101,6 +101,7 @@ def _eval(case: EvalCase) -> dict:
         "goal": case.goal,
         "inputs": dict(case.inputs),
         "personas": {role: _persona(persona) for role, persona in case.personas.items()},
+        "approvals": [step.model_dump() for step in case.approvals],
         "expect": _expect(case),
     }
 
