@@ -150,6 +150,19 @@ def reject(escalation: Escalation, *, text: str, data: dict | None = None, by_us
     return locked
 
 
+def answer(escalation: Escalation, *, option: str, text: str = "", data: dict | None = None, by_user=None,
+           by_key=None, via: str) -> Escalation:
+    """Dispatch an approval answer (`approve` | `edit` | `reject`) from the API or the Studio.
+
+    A stand-in until the answers registry (runs.answers) registers these three options; raises ValueError
+    for another option, and what the chosen function raises.
+    """
+    actions = {"approve": approve, "edit": edit, "reject": reject}
+    if option not in actions:
+        raise ValueError(f"answer a draft with one of {', '.join(actions)}, not {option!r}")
+    return actions[option](escalation, text=text, data=data, by_user=by_user, by_key=by_key, via=via)
+
+
 def _require_approval(escalation: Escalation) -> None:
     if escalation.kind != EscalationKind.APPROVAL or escalation.outbox_message_id is None:
         raise ValueError(f"escalation {escalation.pk} is a {escalation.kind}, not a draft awaiting approval")

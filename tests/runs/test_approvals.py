@@ -285,3 +285,52 @@ def test_two_people_approving_at_once_send_the_draft_exactly_once(twilio, monkey
     assert message["body"].startswith(s.SMS["body"]) and message["to"] == s.VENDOR_NUMBER
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.SENT
     assert Episode.objects.filter(run=run, kind=EpisodeKind.HUMAN_ANSWER).count() == 1
+
+
+@pytest.mark.django_db
+def test_the_api_approves_edits_and_refuses_a_blocked_edit_with_a_400(monkeypatch):
+    from rest_framework.test import APIClient
+
+    from tests.factories import api_key_for
+
+    run, _ = _started(monkeypatch, _plan("all"))
+    escalation = _open_approval(run)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_for(run.organization)}")
+    url = f"/api/v1/escalations/{escalation.pk}/answer/"
+
+    blocked = client.post(url, {"option": "edit", "text": "Or we take legal action."}, format="json")
+    assert blocked.status_code == 400 and "legal_threat" in blocked.json()["text"][0]
+    assert client.post(url, {"option": "send_anyway"}, format="json").status_code == 400
+    assert client.post(url, {"answer": "ok"}, format="json").status_code == 400
+    assert _open_approval(run).pk == escalation.pk
+
+    done = client.post(url, {"option": "edit", "text": "Hi Dana, the W-9 please."}, format="json")
+    assert done.status_code == 200 and done.json()["status"] == "answered"
+    assert client.post(url, {"option": "approve"}, format="json").status_code == 409
+    run = _at(run, h.BUSINESS_HOURS + timedelta(minutes=10))
+    [sent] = SandboxMessage.objects.all()
+    assert sent.payload["body"] == "Hi Dana, the W-9 please."
+    entry = JournalEntry.objects.get(run=run, kind=JournalKind.APPROVAL)
+    assert (entry.data["via"], entry.data["by_key"]) == ("api", Escalation.objects.get(pk=escalation.pk)
+                                                         .answered_by_key_id)
+    assert entry.data["by_key"] is not None
+
+
+@pytest.mark.django_db
+def test_the_studio_shows_the_draft_and_rejects_it_with_guidance(monkeypatch, client):
+    run, _ = _started(monkeypatch, _plan("all"))
+    escalation = _open_approval(run)
+    user = get_user_model().objects.create_superuser("ops", "ops@example.com", "x-long-password-123")
+    client.force_login(user)
+    page = f"/admin/runs/escalation/{escalation.pk}/change/"
+
+    shown = client.get(page).content.decode()
+    assert "Approve and send as drafted" in shown and h.VENDOR_EMAIL in shown
+    response = client.post(page, {"_approval": "reject", "answer": "Ask about the portal instead."})
+
+    assert response.status_code == 302
+    escalation.refresh_from_db()
+    assert (escalation.status, escalation.answered_by, escalation.answer) == (
+        EscalationStatus.ANSWERED, user, "Ask about the portal instead.")
+    assert OutboxMessage.objects.get(run=run).status == OutboxStatus.REJECTED
