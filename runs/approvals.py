@@ -8,16 +8,18 @@ A human's answer closes the escalation, changes the row and wakes the run in one
 row locked first, as everywhere): `approve` and `edit` make the row pending, and the woken episode's
 flush sends it through the outbox under its first key, so a draft goes out once however often it is
 approved; `reject` marks it rejected and the guidance reaches the agent as a human answer. An edit is
-journaled with who made it, and the guardrail's rules review the edited text first: a block refuses
-the edit and leaves the draft waiting.
+journaled with who made it, and the guardrail (its rules, and its model when configured) reviews the
+edited text first: a block refuses the edit and leaves the draft waiting.
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
-from runs import clock, compliance, escalations, guardrails, journal, outbox
+from runs import clock, compliance, escalations, guardrails, journal, leases, outbox
 from runs.context import EpisodeContext
+from runs.llm.base import ModelError
 from runs.models import (
     Contact,
     Escalation,
@@ -116,7 +118,7 @@ def edit(escalation: Escalation, *, text: str, data: dict | None = None, by_user
     message = OutboxMessage.objects.get(pk=escalation.outbox_message_id)
     run = Run.objects.select_related("organization").get(pk=escalation.run_id)
     payload = _edited_payload(run, message, text=text, subject=(data or {}).get("subject"))
-    verdict = guardrails.review_rules(_review_context(run, escalation), channel=message.channel, payload=payload)
+    verdict = _review_edit(run, escalation, message, payload=payload)
     if not verdict.allowed:
         raise EditRefused(f"the guardrail blocks the edited message ({verdict.rule}): {verdict.reason}")
     with transaction.atomic():
@@ -124,7 +126,8 @@ def edit(escalation: Escalation, *, text: str, data: dict | None = None, by_user
                                    by_user=by_user, by_key=by_key, via=via)
         released = outbox.release_draft(message.pk, payload=payload)
         _journal(locked, decision="edited", outbox_id=message.pk, by_user=by_user, by_key=by_key, via=via,
-                 original=message.payload, edited=payload, released=released is not None)
+                 original=message.payload, edited=payload, released=released is not None,
+                 guardrail={"allowed": True, "model": verdict.model})
         escalations.wake_run(locked, payload={"answer": "approved", "approval": "edited",
                                               "outbox_message_id": message.pk})
     return locked
@@ -184,9 +187,30 @@ def _edited_payload(run: Run, message: OutboxMessage, *, text: str, subject: obj
     return compliance.with_opt_out(run.plan, tool=message.tool, channel=message.channel, payload=payload)
 
 
-def _review_context(run: Run, escalation: Escalation) -> EpisodeContext:
-    """A read-only context for the guardrail's rules: what the run trusts, as its episodes see it."""
-    return EpisodeContext(run_id=run.pk, epoch=run.lease_epoch, episode=escalation.episode, run=run, plan=run.plan,
+def _review_edit(run: Run, escalation: Escalation, message: OutboxMessage, *, payload: dict) -> guardrails.Verdict:
+    """The guardrail on the edited message: its rules, and its model when one is configured.
+
+    The model's call is journaled and charged like an episode's, so it runs under the run's lease (the run
+    waits for this human, so the lease is normally free); raises EditRefused when it cannot run now.
+    """
+    if not settings.LUCIA_GUARDRAIL_MODEL or escalation.episode is None:
+        return guardrails.review_rules(_review_context(run, escalation, epoch=run.lease_epoch),
+                                       channel=message.channel, payload=payload)
+    epoch = leases.claim(run.pk, owner=f"approval:{escalation.pk}")
+    if epoch is None:
+        raise EditRefused("the run is busy right now; submit the edit again in a moment")
+    try:
+        return guardrails.review(_review_context(run, escalation, epoch=epoch), tool=message.tool,
+                                 channel=message.channel, recipient=message.recipient, payload=payload)
+    except ModelError as error:
+        raise EditRefused(f"the guardrail could not review the edit now ({error}); submit it again") from None
+    finally:
+        leases.release(run.pk, epoch=epoch)
+
+
+def _review_context(run: Run, escalation: Escalation, *, epoch: int) -> EpisodeContext:
+    """A context for the guardrail: what the run trusts, as its episodes see it (the draft's episode)."""
+    return EpisodeContext(run_id=run.pk, epoch=epoch, episode=escalation.episode, run=run, plan=run.plan,
                           contacts=list(run.contacts.all()), tasks=list(run.tasks.all()), now=clock.now(run))
 
 

@@ -334,3 +334,30 @@ def test_the_studio_shows_the_draft_and_rejects_it_with_guidance(monkeypatch, cl
     assert (escalation.status, escalation.answered_by, escalation.answer) == (
         EscalationStatus.ANSWERED, user, "Ask about the portal instead.")
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.REJECTED
+
+
+@pytest.mark.django_db
+def test_with_a_guardrail_model_the_edit_is_judged_by_it_and_its_block_refuses_the_edit(monkeypatch, settings):
+    from tests.fakes.openai_server import FakeOpenAIServer, completion
+
+    run, _ = _started(monkeypatch, _plan("all"))
+    monkeypatch.undo()  # the guardrail asks the real OpenAI client, here against the fake server
+    escalation = _open_approval(run)
+    with FakeOpenAIServer() as server:
+        settings.OPENAI_BASE_URL = server.base_url
+        settings.OPENAI_API_KEY = "test"
+        settings.LUCIA_GUARDRAIL_MODEL = "gpt-4o-mini"
+        server.enqueue(completion(content='{"allow": false, "reason": "pressures the vendor"}'))
+        server.enqueue(completion(content='{"allow": true, "reason": "polite"}'))
+
+        with pytest.raises(approvals.EditRefused, match="pressures the vendor"):
+            approvals.edit(escalation, text="Send the W-9 today, no excuses.", via="api")
+        approvals.edit(escalation, text="Could you send the W-9 when you can?", via="api")
+
+    assert [r["messages"][1]["content"] for r in server.requests][0].count("no excuses") == 1
+    assert JournalEntry.objects.filter(run=run, kind=JournalKind.MODEL_CALL, model_provider="openai").count() == 2
+    entry = JournalEntry.objects.get(run=run, kind=JournalKind.APPROVAL)
+    assert entry.data["guardrail"]["model"].startswith("gpt-4o-mini")
+    run.refresh_from_db()
+    assert run.lease_owner is None  # the review's lease is given back
+    assert OutboxMessage.objects.get(run=run).status == OutboxStatus.PENDING
