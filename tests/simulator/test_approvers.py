@@ -36,6 +36,8 @@ def test_a_case_edits_rejects_and_approves_drafts_in_order_and_the_scorecard_cou
     assert result.passed, result.reasons
     # Draft 1 edited, draft 2 rejected, drafts 3 and 4 approved (after the script, drafts are approved).
     assert result.metrics["approvals"] == {"approved": 2, "edited": 1, "rejected": 1}
+    # Approvals are counted apart from the escalations the agent raised (the spent ladder's one).
+    assert (result.metrics["escalations"], result.metrics["escalation_kinds"]) == (1, [EscalationKind.STUCK])
     run = Run.objects.get(pk=result.run_id)
     rows = list(OutboxMessage.objects.filter(run=run).order_by("id"))
     assert [row.status for row in rows] == [OutboxStatus.SENT, OutboxStatus.REJECTED, OutboxStatus.SENT,
