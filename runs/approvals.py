@@ -92,11 +92,13 @@ def rejected(message: OutboxMessage) -> SendOutcome:
 
 def approve(escalation: Escalation, *, text: str = "", data: dict | None = None, by_user=None, by_key=None,
             via: str) -> Escalation:
-    """Send the draft as it is. `text` is an optional note. Raises EscalationClosed when already answered."""
+    """Send the draft as it is. `text` is an optional note. Raises EscalationClosed when already answered,
+    ValueError when the run has ended."""
     _require_approval(escalation)
     with transaction.atomic():
         locked = escalations.close(escalation, status=EscalationStatus.ANSWERED, answer=text.strip() or "approved",
                                    by_user=by_user, by_key=by_key, via=via)
+        _require_open_run(locked)
         released = outbox.release_draft(locked.outbox_message_id)
         _journal(locked, decision="approved", outbox_id=locked.outbox_message_id, by_user=by_user, by_key=by_key,
                  via=via, note=text.strip(), released=released is not None)
@@ -124,6 +126,7 @@ def edit(escalation: Escalation, *, text: str, data: dict | None = None, by_user
     with transaction.atomic():
         locked = escalations.close(escalation, status=EscalationStatus.ANSWERED, answer=text,
                                    by_user=by_user, by_key=by_key, via=via)
+        _require_open_run(locked)
         released = outbox.release_draft(message.pk, payload=payload)
         _journal(locked, decision="edited", outbox_id=message.pk, by_user=by_user, by_key=by_key, via=via,
                  original=message.payload, edited=payload, released=released is not None,
@@ -169,6 +172,12 @@ def answer(escalation: Escalation, *, option: str, text: str = "", data: dict | 
 def _require_approval(escalation: Escalation) -> None:
     if escalation.kind != EscalationKind.APPROVAL or escalation.outbox_message_id is None:
         raise ValueError(f"escalation {escalation.pk} is a {escalation.kind}, not a draft awaiting approval")
+
+
+def _require_open_run(escalation: Escalation) -> None:
+    # Raised inside the closing transaction, so the escalation stays open and nothing changes.
+    if escalation.run is None or not escalation.run.is_open:
+        raise ValueError("the run has ended: nothing it drafted will be sent")
 
 
 def _draft(message: OutboxMessage) -> dict:

@@ -361,3 +361,15 @@ def test_with_a_guardrail_model_the_edit_is_judged_by_it_and_its_block_refuses_t
     run.refresh_from_db()
     assert run.lease_owner is None  # the review's lease is given back
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.PENDING
+
+
+@pytest.mark.django_db
+def test_a_draft_of_a_run_that_ended_is_not_approved(monkeypatch):
+    run, _ = _started(monkeypatch, _plan("all"))
+    # Completed while the draft waited (the vendor's reply did the task); the question stays open.
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
+
+    with pytest.raises(ValueError, match="the run has ended"):
+        approvals.approve(_open_approval(run), via="api")
+    assert OutboxMessage.objects.get(run=run).status == OutboxStatus.AWAITING_APPROVAL
+    assert SandboxMessage.objects.count() == 0
