@@ -7,7 +7,7 @@ import pytest
 from agents import versions
 from connectors.models import SandboxMessage
 from runs.models import Escalation, EscalationKind, JournalEntry, JournalKind, OutboxMessage, OutboxStatus, Run
-from simulator import engine, scorecards, sim_org
+from simulator import engine, report, scorecards, sim_org
 from tests.factories import AgentFactory
 from tests.simulator.conftest import COLLECTOR_SOURCE
 
@@ -54,6 +54,8 @@ def test_a_case_edits_rejects_and_approves_drafts_in_order_and_the_scorecard_cou
 
     card = scorecards.build([{**result.as_dict(), "kind": "golden"}])
     assert card["metrics"]["approvals"] == {"approved": 2, "edited": 1, "rejected": 1}
+    line = report.verdict({"agent": "document-collector", "version": 1, **card})
+    assert line.endswith("(1/1 cases); drafts 2 approved, 1 edited, 1 rejected")
 
 
 def test_an_approval_script_step_needs_text_for_edit_and_reject():
