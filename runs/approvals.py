@@ -117,6 +117,8 @@ def edit(escalation: Escalation, *, text: str, data: dict | None = None, by_user
     _require_approval(escalation)
     if not text.strip():
         raise ValueError("an edit needs the message text as it should be sent")
+    if escalation.status != EscalationStatus.OPEN:  # before the guardrail spends a model call on it
+        raise escalations.EscalationClosed(f"escalation {escalation.pk} is already {escalation.status}")
     message = OutboxMessage.objects.get(pk=escalation.outbox_message_id)
     run = Run.objects.select_related("organization").get(pk=escalation.run_id)
     payload = _edited_payload(run, message, text=text, subject=(data or {}).get("subject"))
