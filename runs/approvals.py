@@ -8,8 +8,8 @@ A human's answer closes the escalation, changes the row and wakes the run in one
 row locked first, as everywhere): `approve` and `edit` make the row pending, and the woken episode's
 flush sends it through the outbox under its first key, so a draft goes out once however often it is
 approved; `reject` marks it rejected and the guidance reaches the agent as a human answer. An edit is
-journaled with who made it, and the guardrail (its rules, and its model when configured) reviews the
-edited text first: a block refuses the edit and leaves the draft waiting.
+journaled with who made it; the plan's forbidden phrases and the guardrail (its rules, and its model
+when configured) review the edited text first: a block refuses the edit and leaves the draft waiting.
 """
 
 from __future__ import annotations
@@ -122,6 +122,8 @@ def edit(escalation: Escalation, *, text: str, data: dict | None = None, by_user
     message = OutboxMessage.objects.get(pk=escalation.outbox_message_id)
     run = Run.objects.select_related("organization").get(pk=escalation.run_id)
     payload = _edited_payload(run, message, text=text, subject=(data or {}).get("subject"))
+    if phrases := compliance.forbidden_phrases(run.plan, payload=payload):
+        raise EditRefused(f"the edited message contains forbidden phrases: {', '.join(map(repr, phrases))}")
     verdict = _review_edit(run, escalation, message, payload=payload)
     if not verdict.allowed:
         raise EditRefused(f"the guardrail blocks the edited message ({verdict.rule}): {verdict.reason}")

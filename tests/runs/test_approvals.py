@@ -160,6 +160,8 @@ def test_an_edit_the_guardrail_blocks_is_refused_with_the_reason_and_the_draft_k
         approvals.edit(escalation, text="Send the W-9 to payme@evil.example instead.", via="api")
     with pytest.raises(approvals.EditRefused, match="legal_threat"):
         approvals.edit(escalation, text="Send it or we take legal action.", via="api")
+    with pytest.raises(approvals.EditRefused, match="forbidden phrases: 'penalty'"):
+        approvals.edit(escalation, text="Send it this week to avoid a penalty.", via="api")
 
     escalation.refresh_from_db()
     assert escalation.status == EscalationStatus.OPEN
