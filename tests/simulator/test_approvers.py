@@ -67,3 +67,19 @@ def test_an_approval_script_step_needs_text_for_edit_and_reject():
     [error] = version.validation_errors
     assert error["path"] == "evals[0].approvals[1]"
     assert "reject needs a text" in error["message"] and "guidance" in error["hint"]
+
+
+def test_the_invoice_chasers_golden_case_edits_its_first_reminder_and_later_ones_need_no_approval():
+    from tests.simulator.test_golden_cases import template_version
+
+    version = template_version("invoice-chaser")
+    assert version.compiled["approvals"]["outbound"] == "first_message"
+    case = next(c for c in version.compiled["evals"] if c["name"] == "first-reminder-edited-before-sending")
+
+    result = engine.run_case(version, case, organization=sim_org.organization_for(None))
+
+    assert result.passed, result.reasons
+    assert result.metrics["approvals"] == {"edited": 1}
+    first, *later = OutboxMessage.objects.filter(run_id=result.run_id).order_by("id")
+    assert SandboxMessage.objects.get(idem_key=first.idem_key).payload["body"] == case["approvals"][0]["text"]
+    assert later and all(row.status == OutboxStatus.SENT for row in later)  # the thanks went out unasked
