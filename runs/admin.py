@@ -7,7 +7,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from runs import cancellation, escalation_routes, escalations
+from runs import approvals, cancellation, escalation_routes, escalations
 from runs.models import (
     Contact,
     Episode,
@@ -175,13 +175,17 @@ class EscalationAdmin(ReadOnlyAdmin):
         extra_context = {**(extra_context or {}), "answer_form": form,
                          "is_open": escalation is not None and escalation.status == EscalationStatus.OPEN,
                          "is_uncertain_send": escalation is not None
-                         and escalation.kind == EscalationKind.UNCERTAIN_SEND}
+                         and escalation.kind == EscalationKind.UNCERTAIN_SEND,
+                         "is_approval": escalation is not None and escalation.kind == EscalationKind.APPROVAL}
         return super().change_view(request, object_id, form_url, extra_context)
 
     def _settle(self, request: HttpRequest, escalation: Escalation, form: AnswerForm):
         try:
             if "_resolve" in request.POST:
                 escalations.resolve(escalation, outcome=request.POST["_resolve"], by_user=request.user, via="admin")
+            elif "_approval" in request.POST:
+                approvals.answer(escalation, option=request.POST["_approval"], text=request.POST.get("answer", ""),
+                                 by_user=request.user, via="admin")
             elif form.is_valid():
                 escalations.answer(escalation, answer=form.cleaned_data["answer"], by_user=request.user, via="admin")
             else:

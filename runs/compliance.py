@@ -51,12 +51,17 @@ def text_of(payload: dict) -> str:
     return "\n".join(str(value) for value in payload.values() if isinstance(value, str))
 
 
+def forbidden_phrases(plan: dict, *, payload: dict) -> list[str]:
+    """The plan's forbidden phrases that the payload's text contains (case-insensitive)."""
+    text = text_of(payload).casefold()
+    phrases = (plan.get("compliance") or {}).get("forbidden_phrases") or []
+    return [phrase for phrase in phrases if phrase.strip() and phrase.casefold() in text]
+
+
 def check(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, contact: Contact,
           payload: dict) -> Hold | None:
     """A Hold when the plan's rules stop this send now (journaled as policy_block), else None."""
-    rules = ctx.plan.get("compliance") or {}
-    text = text_of(payload).casefold()
-    phrases = [p for p in rules.get("forbidden_phrases") or [] if p.strip() and p.casefold() in text]
+    phrases = forbidden_phrases(ctx.plan, payload=payload)
     if phrases:
         record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "forbidden_phrases", "phrases": phrases})
         escalate(ctx, kind=EscalationKind.GUARDRAIL_BLOCK,

@@ -56,7 +56,7 @@ def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> None:
         # it completes the run.
         events.cancel_pending_followups(run)
         question = _open_escalation(run)
-        changed = (_sleep(run, status=RunStatus.WAITING_HUMAN, wake_when=f"human:{question.pk}") if question
+        changed = (_sleep(run, status=RunStatus.WAITING_HUMAN, wake_when=escalations.wake_reason(question)) if question
                    else _sleep(run, status=RunStatus.WAITING, wake_when="outbox:held"))
         _schedule_flush(run, episode, at=held_until)
         run.next_wake_at = events.earliest_due(run.pk)
@@ -76,7 +76,7 @@ def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> None:
     if open_question is not None:
         # Chasing pauses while a human is asked; their answer is the next episode.
         events.cancel_pending_followups(run)
-        changed += _sleep(run, status=RunStatus.WAITING_HUMAN, wake_when=f"human:{open_question.pk}")
+        changed += _sleep(run, status=RunStatus.WAITING_HUMAN, wake_when=escalations.wake_reason(open_question))
     elif step.action == "escalate":
         events.cancel_pending_followups(run)
         escalations.open_escalation(
@@ -184,9 +184,18 @@ def _chased(run: Run) -> tuple[str | None, str]:
 
 def _sent_something(episode: Episode) -> bool:
     """Whether the episode reached the contact (or may have: an uncertain send counts; a held one too, it goes
-    out at its time)."""
+    out at its time; a draft awaiting approval too: the step was taken, a human decides whether it goes out).
+
+    An approval's answer that sent the draft counts as reaching out now: the ladder waits for an answer
+    from when the message actually went out (runs.approvals)."""
     held = Q(status=OutboxStatus.PENDING, not_before__isnull=False)
-    return OutboxMessage.objects.filter(REACHED | held, episode_id=episode.pk).exists()
+    draft = Q(status=OutboxStatus.AWAITING_APPROVAL)
+    if OutboxMessage.objects.filter(REACHED | held | draft, episode_id=episode.pk).exists():
+        return True
+    payload = episode.payload or {}
+    if episode.kind != EpisodeKind.HUMAN_ANSWER or payload.get("approval") not in ("approved", "edited"):
+        return False
+    return OutboxMessage.objects.filter(REACHED, pk=payload.get("outbox_message_id")).exists()
 
 
 def _sent_now(episode: Episode) -> bool:

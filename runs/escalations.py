@@ -57,9 +57,14 @@ def open_escalation(
     )
     if run.status != RunStatus.WAITING_HUMAN:
         run.wait_for_human()
-    run.wake_when = f"human:{escalation.pk}"
+    run.wake_when = wake_reason(escalation)
     run.save(update_fields=["status", "wake_when", "updated_at"])
     return escalation
+
+
+def wake_reason(escalation: Escalation) -> str:
+    """The run's `wake_when` while `escalation` is open: `human:approval` for a draft, else `human:<id>`."""
+    return "human:approval" if escalation.kind == EscalationKind.APPROVAL else f"human:{escalation.pk}"
 
 
 def open_unmatched(
@@ -136,10 +141,12 @@ def answer(
     """
     if escalation.kind == EscalationKind.UNCERTAIN_SEND:
         raise ValueError("an uncertain send is settled with resolve(outcome='sent'|'not_sent'), not answer()")
+    if escalation.kind == EscalationKind.APPROVAL:
+        raise ValueError("a draft is answered with runs.approvals.approve, edit or reject, not answer()")
     with transaction.atomic():
-        locked = _close(escalation, status=EscalationStatus.ANSWERED, answer=answer, by_user=by_user, by_key=by_key,
+        locked = close(escalation, status=EscalationStatus.ANSWERED, answer=answer, by_user=by_user, by_key=by_key,
                         via=via)
-        return _wake_run(locked, payload={"answer": answer})
+        return wake_run(locked, payload={"answer": answer})
 
 
 def resolve(
@@ -153,22 +160,24 @@ def resolve(
     if outcome not in UNCERTAIN_OUTCOMES:
         raise ValueError(f"outcome must be one of {UNCERTAIN_OUTCOMES}, not {outcome!r}")
     with transaction.atomic():
-        locked = _close(escalation, status=EscalationStatus.RESOLVED, answer=outcome, by_user=by_user, by_key=by_key,
+        locked = close(escalation, status=EscalationStatus.RESOLVED, answer=outcome, by_user=by_user, by_key=by_key,
                         via=via)
         if locked.outbox_message_id is not None:
             _settle_send(locked.outbox_message_id, sent=outcome == "sent")
-        return _wake_run(locked, payload={"outcome": outcome, "outbox_message_id": locked.outbox_message_id})
+        return wake_run(locked, payload={"outcome": outcome, "outbox_message_id": locked.outbox_message_id})
 
 
 def cancel(escalation: Escalation, *, by_user=None, by_key: ApiKey | None = None, via: str) -> Episode | None:
     """Withdraw the question; the run wakes (with `cancelled: true`) so the follow-up policy picks up again."""
     with transaction.atomic():
-        locked = _close(escalation, status=EscalationStatus.CANCELLED, answer="", by_user=by_user, by_key=by_key,
+        locked = close(escalation, status=EscalationStatus.CANCELLED, answer="", by_user=by_user, by_key=by_key,
                         via=via)
-        return _wake_run(locked, payload={"cancelled": True})
+        return wake_run(locked, payload={"cancelled": True})
 
 
-def _close(escalation: Escalation, *, status: str, answer: str, by_user, by_key: ApiKey | None, via: str) -> Escalation:
+def close(escalation: Escalation, *, status: str, answer: str, by_user, by_key: ApiKey | None, via: str) -> Escalation:
+    """Lock the run and the escalation and close it; raises EscalationClosed if it is not open.
+    Call inside a transaction; the run row stays locked until it ends."""
     # Lock order run → escalation, as everywhere else (a worker's fence, cancelling a run): no deadlock.
     if escalation.run_id is not None:
         Run.objects.select_for_update(no_key=True).filter(pk=escalation.run_id).first()
@@ -194,7 +203,8 @@ def _settle_send(message_id: int, *, sent: bool) -> None:
     message.save(update_fields=["status"])
 
 
-def _wake_run(escalation: Escalation, *, payload: dict) -> Episode | None:
+def wake_run(escalation: Escalation, *, payload: dict) -> Episode | None:
+    """The `human_answer` episode that wakes the escalation's run; None without a run or when it has ended."""
     if escalation.run is None:
         return None
     payload = {"escalation_id": escalation.pk, "kind": escalation.kind, "prompt": escalation.prompt, **payload}

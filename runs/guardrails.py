@@ -73,6 +73,13 @@ def review(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, payl
     return Verdict(True)
 
 
+def review_rules(ctx: EpisodeContext, *, channel: str, payload: dict) -> Verdict:
+    """The deterministic rules alone: for text a human wrote outside an episode (an edited draft,
+    runs.approvals), where no lease is held to journal a model call."""
+    text = "\n".join(str(value) for value in payload.values() if isinstance(value, str))
+    return _rules(ctx, channel=channel, text=text) or Verdict(True)
+
+
 def _rules(ctx: EpisodeContext, *, channel: str, text: str) -> Verdict | None:
     limit = MAX_CHARS.get(channel)
     if limit and len(text) > limit:

@@ -44,6 +44,9 @@ def send(ctx: EpisodeContext, args: dict, *, session: ToolSession, tool: str) ->
         session.outcome.held_until = outcome.held_until if current is None else min(current, outcome.held_until)
         return {"ok": True, "status": "held", "channel": channel, "to_role": role, "message_id": outcome.outbox_id,
                 "held_until": outcome.held_until.isoformat(), "message": outcome.message}
+    if outcome.status == "awaiting_approval":
+        return {"ok": True, "status": "awaiting_approval", "channel": channel, "to_role": role,
+                "message_id": outcome.outbox_id, "message": outcome.message}
     extra: dict = {"status": outcome.status}
     if outcome.outbox_id is not None:
         extra["message_id"] = outcome.outbox_id

@@ -1,6 +1,7 @@
 """The outbox: one row per intended send, found again by its key. The only module writing OutboxMessage
 (besides escalations.resolve settling an uncertain row a human decided). Runs' sends and the escalation
-notices of runs.notifications (no run, never counted against a contact's caps) both live here.
+notices of runs.notifications (no run, never counted against a contact's caps) both live here. Drafts
+awaiting approval are released or discarded here too, on a human's answer (runs.approvals).
 
 The key comes from runtime state only (DESIGN §6 Tools), so a re-executed
 episode finds the row its first attempt wrote, and the row's payload (not a
@@ -73,19 +74,50 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
 
 
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
-             ordinal: int, payload: dict, not_before: datetime | None = None) -> OutboxMessage:
+             ordinal: int, payload: dict, not_before: datetime | None = None,
+             awaiting_approval: bool = False) -> OutboxMessage:
     """The row for `key`, created pending when new; an existing row keeps its first payload.
 
     `not_before` holds the send (the window is closed or a cap is reached): the row waits for a flush.
+    `awaiting_approval`: a draft that nothing sends until a human approves it (runs.approvals).
     """
+    status = OutboxStatus.AWAITING_APPROVAL if awaiting_approval else OutboxStatus.PENDING
     with ctx.fence():
         message, _ = OutboxMessage.objects.get_or_create(
             idem_key=key,
             defaults={"run_id": ctx.run_id, "episode_id": ctx.episode.pk, "task_key": task_key, "tool": tool,
                       "channel": channel, "recipient": recipient, "ordinal": ordinal, "payload": payload,
-                      "created_at": ctx.now, "not_before": not_before},
+                      "created_at": ctx.now, "not_before": not_before, "status": status},
         )
     return message
+
+
+def release_draft(message_id: int, *, payload: dict | None = None) -> OutboxMessage | None:
+    """A human approved the draft (with `payload` when they edited it): pending, the next flush sends it.
+
+    Runs outside the lease, in the transaction that closes the approval (its run row is locked there);
+    None when the row is no longer a draft.
+    """
+    locked = OutboxMessage.objects.select_for_update(no_key=True).get(pk=message_id)
+    if locked.status != OutboxStatus.AWAITING_APPROVAL:
+        return None
+    locked.approve()
+    fields = ["status"]
+    if payload is not None:
+        locked.payload = payload
+        fields.append("payload")
+    locked.save(update_fields=fields)
+    return locked
+
+
+def discard_draft(message_id: int) -> OutboxMessage | None:
+    """A human rejected the draft: it is never sent. Same transaction rules as release_draft."""
+    locked = OutboxMessage.objects.select_for_update(no_key=True).get(pk=message_id)
+    if locked.status != OutboxStatus.AWAITING_APPROVAL:
+        return None
+    locked.reject()
+    locked.save(update_fields=["status"])
+    return locked
 
 
 def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -> OutboxMessage:

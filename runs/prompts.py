@@ -83,7 +83,9 @@ def _event(ctx: EpisodeContext) -> dict:
     elif episode.kind == EpisodeKind.HUMAN_ANSWER:
         escalation = Escalation.objects.filter(pk=payload.get("escalation_id")).first()
         event.update(text=payload.get("answer") or payload.get("outcome") or "", question=payload.get("prompt", ""),
-                     task_key=(escalation.context or {}).get("task_key", "") if escalation else "")
+                     task_key=(escalation.context or {}).get("task_key", "") if escalation else "",
+                     # approved | edited | rejected: a human's decision on a draft (runs.approvals).
+                     approval=payload.get("approval", ""))
     else:
         event.update(text=json.dumps(payload, sort_keys=True, default=str)[:EVENT_TEXT_CHARS])
     return event

@@ -6,7 +6,9 @@ re-executed episode finds its row and recovers instead of sending again:
 an attempt whose outcome is unknown) asks the connector whether the key
 went out once its settle window has passed: found adopts, "not sent" sends,
 "cannot say" marks the row `uncertain` and asks a human (never a second
-send). Provider faults are classified in runs.provider_faults. The provider
+send). With approval mode on (runs.approvals) a new send is written as a
+draft, `awaiting_approval`, and waits for a human; an approved one is sent
+by the next flush. Provider faults are classified in runs.provider_faults. The provider
 call runs outside any transaction: the row goes to `sending` in one fenced
 write and to `sent` in another.
 
@@ -24,7 +26,18 @@ from django.conf import settings
 from connectors import message_ids, registry, suppressions
 from connectors.base import Connector, ConnectorError, OutboundMessage
 from connectors.models import Channel, Identity, InboundMessage
-from runs import clock, compliance, faults, guardrails, leases, outbox, policy, provider_faults, send_outcomes
+from runs import (
+    approvals,
+    clock,
+    compliance,
+    faults,
+    guardrails,
+    leases,
+    outbox,
+    policy,
+    provider_faults,
+    send_outcomes,
+)
 from runs.context import EpisodeContext
 from runs.models import Contact, Episode, EpisodeKind, EscalationKind, JournalKind, OutboxMessage, OutboxStatus
 from runs.send_outcomes import SendOutcome
@@ -57,7 +70,12 @@ def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, p
             return _unavailable(ctx, tool=tool, channel=channel)
         message = outbox.open_row(ctx, key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key,
                                   ordinal=ordinal, payload=payload,
-                                  not_before=hold.deferred_until if hold is not None else None)
+                                  not_before=hold.deferred_until if hold is not None else None,
+                                  awaiting_approval=approvals.required(ctx, channel=channel, contact=contact))
+    if message.status == OutboxStatus.AWAITING_APPROVAL:
+        return approvals.request(ctx, message)
+    if message.status == OutboxStatus.REJECTED:
+        return approvals.rejected(message)
     if _still_held(ctx, message):
         return send_outcomes.held(message)
     return deliver(ctx, message)

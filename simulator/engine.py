@@ -71,10 +71,12 @@ def run_case(
         organization, version=version, goal=case.get("goal") or _goal(plan, case), contacts=cast.contacts(),
         inputs=_inputs(plan, case), sim=True, virtual_now=start, external_ref=f"sim:{case['name']}:{seed}",
     )
-    report = scheduler.SimScheduler(run, cast=cast, horizon=start + timedelta(weeks=weeks), progress=progress).run()
+    report = scheduler.SimScheduler(run, cast=cast, horizon=start + timedelta(weeks=weeks), progress=progress,
+                                    approvals=case.get("approvals")).run()
     facts = expectations.gather(run, start=start, opt_outs=report.opt_outs)
     reasons = expectations.check(case.get("expect") or {}, facts)
-    return CaseResult(name=case["name"], passed=not reasons, reasons=reasons, metrics=_metrics(facts),
+    metrics = {**_metrics(facts), "approvals": report.approvals}
+    return CaseResult(name=case["name"], passed=not reasons, reasons=reasons, metrics=metrics,
                       run_id=run.pk, timeline=_timeline(facts, cast=cast, report=report))
 
 

@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 from connectors import addresses as address_forms
 from connectors.models import SandboxMessage, Suppression
 from runs import policy
-from runs.models import Contact, Escalation, OutboxMessage, OutboxStatus, Run, Task, TaskStatus
+from runs.models import Contact, Escalation, EscalationKind, OutboxMessage, OutboxStatus, Run, Task, TaskStatus
 from runs.policy.window import read_hours
 
 ADDRESS_FIELD = {"email": "email", "sms": "phone", "voice": "phone", "slack": "slack_user"}
@@ -66,7 +66,10 @@ def gather(run: Run, *, start: datetime, opt_outs: dict[tuple[str, str], datetim
     keys = Counter(SandboxMessage.objects.filter(idem_key__in=[m.idem_key for m in sent])
                    .values_list("idem_key", flat=True))
     return Facts(run=run, start=start, contacts=contacts, tasks=list(Task.objects.filter(run_id=run.pk)), sent=sent,
-                 escalations=list(Escalation.objects.filter(run_id=run.pk).order_by("pk")),
+                 # Drafts a human approves are the agent's settings, not the agent needing help: the scorecard
+                 # counts them apart (metrics["approvals"]).
+                 escalations=list(Escalation.objects.filter(run_id=run.pk).exclude(kind=EscalationKind.APPROVAL)
+                                  .order_by("pk")),
                  suppressed=suppressed, sandbox_keys=keys)
 
 

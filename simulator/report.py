@@ -90,6 +90,8 @@ def verdict(scorecard: dict) -> str:
     line = f"{scorecard['agent']} v{scorecard['version']}: {word} ({count})"
     if metrics.get("reason"):
         line += f": {metrics['reason']}"
+    if metrics.get("approvals"):  # approval mode: what the cases' human did with the drafts
+        line += "; drafts " + ", ".join(f"{count} {decision}" for decision, count in metrics["approvals"].items())
     return line
 
 

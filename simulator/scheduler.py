@@ -25,6 +25,7 @@ from lucia_site.webhooks import intake
 from runs import events, submissions, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
+from simulator.approvers import Approver
 from simulator.persona_traits import Action
 from simulator.personas import Cast
 
@@ -58,11 +59,13 @@ class SchedulerReport:
     deliveries: list[Delivery] = field(default_factory=list)
     # (channel, address) -> virtual time of the persona's opt-out, for the policy checks.
     opt_outs: dict[tuple[str, str], datetime] = field(default_factory=dict)
+    # Drafts the case's human answered in approval mode: approved | edited | rejected | edit_refused -> count.
+    approvals: dict[str, int] = field(default_factory=dict)
 
 
 class SimScheduler:
     def __init__(self, run: Run, *, cast: Cast, horizon: datetime,
-                 progress: Callable[[float], None] | None = None) -> None:
+                 progress: Callable[[float], None] | None = None, approvals: list[dict] | None = None) -> None:
         self.run_id = run.pk
         self.organization = run.organization
         self.cast = cast
@@ -72,6 +75,7 @@ class SimScheduler:
         self.progress = progress
         self._seen_outbox_id = 0
         self._delivered = 0
+        self.approver = Approver(approvals)
 
     def run(self) -> SchedulerReport:
         report = SchedulerReport(stopped="horizon")
@@ -80,6 +84,8 @@ class SimScheduler:
             report.turns += 1
             ran = worker.advance_run(self.run_id, owner=WORKER_OWNER)
             self._observe_sends()
+            # A draft waiting for approval is answered at once: its answer is due work at this instant.
+            self.approver.answer_open(self.run_id)
             status, next_due = self._run_state()
             if status not in OPEN_RUN_STATUSES:
                 report.stopped = "ended"
@@ -100,6 +106,7 @@ class SimScheduler:
                 self._jump(wake)
             self._deliver_due(report)
         self._report_progress(1.0)
+        report.approvals = dict(sorted(self.approver.counts.items()))
         return report
 
     def _run_state(self) -> tuple[str, datetime | None]:

@@ -132,6 +132,12 @@ def aggregate(per_case: list[dict]) -> dict:
     for key in ("messages", "escalations", "tokens", "episodes", "policy_violations", "quiet_hour_sends",
                 "duplicate_sends"):
         totals[key] = sum(int(metrics.get(key) or 0) for metrics in per_case)
+    # Drafts answered in approval mode (simulator.approvers), by decision.
+    approvals: dict[str, int] = {}
+    for metrics in per_case:
+        for decision, count in (metrics.get("approvals") or {}).items():
+            approvals[decision] = approvals.get(decision, 0) + int(count)
+    totals["approvals"] = dict(sorted(approvals.items()))
     totals["cost_usd"] = round(sum(float(metrics.get("cost_usd") or 0) for metrics in per_case), 6)
     days = [metrics["days_to_done"] for metrics in per_case if metrics.get("days_to_done") is not None]
     totals["mean_days_to_done"] = round(sum(days) / len(days), 2) if days else None

@@ -37,6 +37,8 @@ def compile_config(cfg: AgentConfig) -> dict:
         "tasks": [_task(task) for task in cfg.tasks],
         "followup": _followup(cfg.followup),
         "compliance": _compliance(cfg.compliance),
+        "approvals": {"outbound": cfg.approvals.outbound,
+                      "channels": {c: cfg.approvals.channels[c] for c in CHANNELS if c in cfg.approvals.channels}},
         "tools": tool_schemas.build(cfg),
         "model": compile_model(cfg.model),
         "evals": [_eval(case) for case in cfg.evals],
@@ -100,6 +102,7 @@ def _eval(case: EvalCase) -> dict:
         "goal": case.goal,
         "inputs": dict(case.inputs),
         "personas": {role: _persona(persona) for role, persona in case.personas.items()},
+        "approvals": [step.model_dump() for step in case.approvals],
         "expect": _expect(case),
     }
 

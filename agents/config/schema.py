@@ -100,6 +100,29 @@ class ComplianceSpec(Strict):
         return value
 
 
+ApprovalMode = Literal["none", "first_message", "all"]
+APPROVAL_MODES: tuple[str, ...] = get_args(ApprovalMode)
+
+
+class ApprovalsSpec(Strict):
+    """Which outbound messages wait as drafts for a human (runs.approvals): `outbound` for every channel,
+    `channels` overriding it per channel. first_message: only the run's first message to each contact."""
+
+    outbound: ApprovalMode = "none"
+    channels: dict[Channel, ApprovalMode] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: object) -> object:
+        # `approvals: all` is a shorthand for `approvals: {outbound: all}`.
+        if isinstance(value, str):
+            if value not in APPROVAL_MODES:
+                raise fail("approvals", f"{value!r} is not an approval mode",
+                           f"use one of {', '.join(APPROVAL_MODES)}, e.g. {{outbound: first_message}}")
+            return {"outbound": value}
+        return value
+
+
 class AgentConfig(Strict):
     slug: Slug = Field(max_length=64)
     name: Text = Field(max_length=120)
@@ -112,6 +135,7 @@ class AgentConfig(Strict):
     followup: FollowupSpec
     tools: list[ToolName] | None = None
     compliance: ComplianceSpec = ComplianceSpec()
+    approvals: ApprovalsSpec = ApprovalsSpec()
     model: ModelSpec = ModelSpec()
     evals: list[EvalCase] = []
 

@@ -17,6 +17,11 @@ message. A persona with no traits never answers (same as `silent`).
 - `prompt_injection`: replies with `text` that tries to steer the agent.
 - `answers_call`: picks up calls and says `transcript`.
 - `language`: writes in language `code` (BCP 47), optionally with `text`.
+
+`approvals` scripts the human of an agent in approval mode: each step answers
+the next draft that waits for approval, in order (`approve`; `edit` with the
+`text` to send instead; `reject` with `text`, guidance for the agent). Drafts
+after the last step are approved.
 """
 
 from __future__ import annotations
@@ -178,6 +183,18 @@ class Expect(Strict):
         return self
 
 
+class ApprovalStep(Strict):
+    action: Literal["approve", "edit", "reject"]
+    text: str = Field(default="", max_length=4000)
+
+    @model_validator(mode="after")
+    def _text_when_needed(self) -> ApprovalStep:
+        if self.action != "approve" and not self.text.strip():
+            need = "the edited message" if self.action == "edit" else "guidance for the agent"
+            raise fail("approval_step", f"{self.action} needs a text", f"add text: <{need}>")
+        return self
+
+
 class EvalCase(Strict):
     name: Slug
     description: str = ""
@@ -185,4 +202,5 @@ class EvalCase(Strict):
     goal: str | None = None
     inputs: dict[Key, InputValue] = {}
     personas: dict[Key, Persona] = Field(min_length=1)
+    approvals: list[ApprovalStep] = Field(default=[], max_length=50)
     expect: Expect

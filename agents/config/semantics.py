@@ -26,6 +26,7 @@ def check(data: dict) -> list[ConfigError]:
         *_unreachable_capabilities(data),
         *_tool_channels(data),
         *_opt_out(data),
+        *_approval_channels(data),
         *_task_roles(data),
         *_followup_rules(data),
         *check_evals(data),
@@ -66,6 +67,18 @@ def _capabilities(data: dict) -> set[str] | None:
 def _not_capable(channel: str, *, capabilities: set[str]) -> str:
     declared = ", ".join(c for c in CHANNELS if c in capabilities) or "none"
     return f"add {channel} to capabilities, or use one of: {declared}"
+
+
+def _approval_channels(data: dict) -> Iterator[ConfigError]:
+    capabilities = _capabilities(data)
+    if capabilities is None:
+        return
+    for channel in as_map(as_map(data.get("approvals")).get("channels")):
+        if channel in CHANNELS and channel not in capabilities:
+            fix = _not_capable(channel, capabilities=capabilities)
+            yield ConfigError(format_path(["approvals", "channels", channel]),
+                              f"{channel} is not a capability of this agent",
+                              f"remove it from approvals.channels, or {fix}")
 
 
 def _contact_channels(data: dict) -> Iterator[ConfigError]:

@@ -164,6 +164,14 @@ class AnswerSerializer(serializers.Serializer):
     answer = serializers.CharField()
 
 
+class ApprovalAnswerSerializer(serializers.Serializer):
+    """A draft in approval mode: approve it, send `text` instead (edit), or reject it with `text` as guidance."""
+
+    option = serializers.ChoiceField(choices=["approve", "edit", "reject"])
+    text = serializers.CharField(required=False, allow_blank=True, default="", max_length=100_000)
+    data = serializers.DictField(required=False, default=dict)
+
+
 class ResolveSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(choices=["sent", "not_sent"])
 

@@ -12,11 +12,12 @@ from rest_framework.response import Response
 
 from agents.api_auth import acting_key, acting_user
 from agents.models import AgentVersion, Deployment, VersionStatus
-from runs import cancellation, escalations, events, starts, submissions
+from runs import approvals, cancellation, escalations, events, starts, submissions
 from runs.api.serializers import (
     ESCALATION_STATUSES,
     RUN_STATUSES,
     AnswerSerializer,
+    ApprovalAnswerSerializer,
     CancelSerializer,
     EpisodeSerializer,
     EscalationSerializer,
@@ -189,6 +190,8 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     @action(detail=True, methods=["post"])
     def answer(self, request: Request, *args, **kwargs) -> Response:
         escalation = self.get_object()
+        if escalation.kind == EscalationKind.APPROVAL:
+            return self._answer_approval(request, escalation)
         body = AnswerSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if escalation.kind == EscalationKind.UNCERTAIN_SEND:
@@ -197,6 +200,18 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
             escalations.answer(escalation, answer=body.validated_data["answer"], via="api", **_actor(request))
         except escalations.EscalationClosed as error:
             raise Conflict(str(error)) from None
+        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=escalation.pk)).data)
+
+    def _answer_approval(self, request: Request, escalation: Escalation) -> Response:
+        """{"option": "approve" | "edit" | "reject", "text": ..., "data": {...}} for a draft (runs.approvals)."""
+        body = ApprovalAnswerSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            approvals.answer(escalation, **body.validated_data, via="api", **_actor(request))
+        except escalations.EscalationClosed as error:
+            raise Conflict(str(error)) from None
+        except ValueError as error:  # an edit the guardrail blocks, an empty edit or guidance
+            raise exceptions.ValidationError({"text": [str(error)]}) from None
         return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=escalation.pk)).data)
 
     @extend_schema(request=ResolveSerializer, responses={200: EscalationSerializer, 409: ESCALATION_CLOSED})

@@ -106,6 +106,9 @@ def _human_answer(f: Facts, history: list[Done]) -> Plan:
     if not tasks:
         return "nothing_open", []
     plain = scripted_intents.normalize(answer).strip(" .!")
+    if f.event.get("approval") == "rejected":
+        # Guidance on a rejected draft is never quoted to the contact; the ladder's next step writes again.
+        return "draft_rejected", []
     if plain in _NO_SEND_ANSWERS or scripted_intents.classify(answer) == "opt_out":
         return "answer_recorded", []
     chased = f.task(f.event.get("task_key"))

@@ -16,6 +16,7 @@ class EscalationKind(models.TextChoices):
     GUARDRAIL_BLOCK = "guardrail_block", "Guardrail block"
     UNMATCHED_INBOUND = "unmatched_inbound", "Unmatched inbound message"
     PROVIDER_OUTAGE = "provider_outage", "Provider outage"
+    APPROVAL = "approval", "Draft awaiting approval"
 
 
 class EscalationStatus(models.TextChoices):

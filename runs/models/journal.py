@@ -12,6 +12,7 @@ class JournalKind(models.TextChoices):
     GUARDRAIL = "guardrail", "Guardrail"
     STATE = "state", "State change"
     NOTE = "note", "Note"
+    APPROVAL = "approval", "Approval of a draft"
 
 
 class JournalEntry(models.Model):

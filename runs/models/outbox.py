@@ -11,6 +11,9 @@ class OutboxStatus(models.TextChoices):
     SENT = "sent", "Sent"
     FAILED = "failed", "Failed"
     UNCERTAIN = "uncertain", "Uncertain (a human decides)"
+    # Approval mode (runs.approvals): a draft a human approves, edits or rejects before anything is sent.
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    REJECTED = "rejected", "Rejected by a human"
 
 
 class OutboxMessage(FSMModelMixin, models.Model):
@@ -85,4 +88,12 @@ class OutboxMessage(FSMModelMixin, models.Model):
 
     @transition(field=status, source=[OutboxStatus.UNCERTAIN, OutboxStatus.SENDING], target=OutboxStatus.PENDING)
     def mark_not_sent(self) -> None:
+        pass
+
+    @transition(field=status, source=OutboxStatus.AWAITING_APPROVAL, target=OutboxStatus.PENDING)
+    def approve(self) -> None:
+        pass
+
+    @transition(field=status, source=OutboxStatus.AWAITING_APPROVAL, target=OutboxStatus.REJECTED)
+    def reject(self) -> None:
         pass

@@ -23,6 +23,7 @@ PLAN_KEYS = {
     "tasks",
     "followup",
     "compliance",
+    "approvals",
     "tools",
     "model",
     "evals",
@@ -216,3 +217,14 @@ def test_default_values_written_out_do_not_change_the_hash():
     explicit["contacts"][0]["required"] = True
 
     assert config.config_hash(compile_data(explicit)) == config.config_hash(compile_data(data))
+
+
+def test_approvals_default_to_none_and_compile_per_channel_in_canonical_order():
+    assert compile_data(minimal())["approvals"] == {"outbound": "none", "channels": {}}
+    data = minimal()
+    data["approvals"] = {"outbound": "first_message", "channels": {"sms": "all", "email": "none"}}
+
+    assert compile_data(data)["approvals"] == {"outbound": "first_message",
+                                               "channels": {"email": "none", "sms": "all"}}
+    data["approvals"] = "all"
+    assert compile_data(data)["approvals"] == {"outbound": "all", "channels": {}}

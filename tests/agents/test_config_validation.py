@@ -499,3 +499,20 @@ def test_aliases_that_expand_past_the_limit_are_one_error(text):
 
 def test_control_characters_are_a_yaml_error_not_an_exception():
     assert only_error(config.validate_source("slug: a\x19b\n")).path == "<yaml>"
+
+
+@pytest.mark.parametrize(("approvals", "path", "hint"), [
+    ({"outbound": "sometimes"}, "approvals.outbound", "none, first_message, all"),
+    ("always", "approvals", "none, first_message, all"),
+    ({"outbound": "all", "channels": {"fax": "all"}}, "approvals.channels.fax", "email, sms, slack, voice"),
+    ({"outbound": "all", "channels": {"slack": "all"}}, "approvals.channels.slack", "add slack to capabilities"),
+    ({"outbound": "all", "when": "always"}, "approvals.when", "outbound"),
+])
+def test_a_bad_approvals_setting_names_the_path_and_the_fix(approvals, path, hint):
+    data = minimal()
+    data["approvals"] = approvals
+
+    error = only_error(validate(data))
+
+    assert error.path == path
+    assert hint in error.hint

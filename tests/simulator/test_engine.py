@@ -23,7 +23,8 @@ from tests.simulator.test_golden_cases import template_version
 pytestmark = pytest.mark.django_db
 
 METRIC_KEYS = {"days_to_done", "messages", "messages_by_channel", "escalations", "escalation_kinds", "tokens",
-               "cost_usd", "episodes", "final_status", "policy_violations", "quiet_hour_sends", "duplicate_sends"}
+               "cost_usd", "episodes", "final_status", "policy_violations", "quiet_hour_sends", "duplicate_sends",
+               "approvals"}
 
 
 def golden(template: str, name: str) -> tuple:
