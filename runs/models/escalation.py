@@ -15,6 +15,8 @@ class EscalationKind(models.TextChoices):
     GUARDRAIL_BLOCK = "guardrail_block", "Guardrail block"
     UNMATCHED_INBOUND = "unmatched_inbound", "Unmatched inbound message"
     PROVIDER_OUTAGE = "provider_outage", "Provider outage"
+    # A person took the run over (answer handle_myself): the run sends nothing until they finish or hand back.
+    HANDOFF = "handoff", "Handled by a human"
 
 
 class EscalationStatus(models.TextChoices):
