@@ -195,6 +195,8 @@ class EscalationAdmin(ReadOnlyAdmin):
             response, preview = self._settle(request, escalation, form)
             if response is not None:
                 return response
+            # Refused or closed: show the page again with the message, never the ModelForm's save path.
+            request.method = "GET"
         extra_context = {**(extra_context or {}), "answer_form": form, "preview": preview,
                          "is_open": escalation is not None and escalation.status == EscalationStatus.OPEN,
                          "is_uncertain_send": escalation is not None

@@ -14,6 +14,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from connectors import addresses, suppressions
+from connectors.models import SuppressionReason
 from runs import answer_options, cancellation, clock, contact_memory, escalations, events, journal
 from runs.answer_options import Answering, AnswerRefused
 from runs.models import (
@@ -154,7 +155,8 @@ def _stop_contacting(answering: Answering) -> dict | None:
     for channel in channels:
         address = getattr(contact, contact_memory.ADDRESS_FIELDS[channel])
         if address:
-            suppressions.suppress(organization, channel=channel, address=address, reason=f"human: {why}"[:200])
+            # Reason "stop": the contact's wish, relayed by a human (who and why are in the history and journal).
+            suppressions.suppress(organization, channel=channel, address=address, reason=SuppressionReason.STOP)
     contact_memory.opt_out(contact, channels=channels, at=answering.at, by=answering.actor, why=why)
     answering.done.update(contact=contact.role, channels=sorted(channels))
     if _anyone_reachable(answering.run):
