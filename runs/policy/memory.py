@@ -46,12 +46,12 @@ def absent_until(history: list[dict], *, now: datetime) -> datetime | None:
 def channel_for(history: list[dict], *, ladder_channel: str | None, allowed: list[str]) -> str | None:
     """The channel a follow-up uses: the contact's preference (when the agent may use it), else the ladder's,
     never an opted-out one (then the first allowed channel left, or None: nothing to use)."""
+    if ladder_channel is None:  # the answer deadline after the last step: nothing to send on any channel
+        return None
     blocked = opted_out(history)
     preferred = preferred_channel(history)
     if preferred and (not allowed or preferred in allowed):
         return preferred
-    if ladder_channel and ladder_channel not in blocked:
+    if ladder_channel not in blocked:
         return ladder_channel
-    if ladder_channel is None:
-        return None
     return next((channel for channel in allowed if channel not in blocked), None)
