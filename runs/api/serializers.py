@@ -180,7 +180,7 @@ class AnswerSerializer(serializers.Serializer):
         super().__init__(*args, **kwargs)
         # Read when built, not at import: every registered option is in (runs.answer_options).
         registered = answer_options.all_options()
-        self.fields["option"].choices = [option.name for option in registered]
+        self.fields["option"].choices = [(option.name, option.label) for option in registered]
         self.fields["option"].help_text = "What the answer does; only the options listed on the escalation fit. " + \
             " ".join(f"`{option.name}` ({', '.join(sorted(option.kinds))}): {option.description or option.label}"
                      + (f" data: {option.data}." if option.data else "") for option in registered)

@@ -333,3 +333,31 @@ def test_a_double_submitted_api_answer_is_a_409(world):
     assert a.answer("api", question, "resume").status_code == 200
     assert a.answer("api", question, "resume").status_code == 409
     assert Episode.objects.filter(run=world.run, kind="human_answer").count() == 1
+
+
+def test_the_schema_documents_each_option_of_an_answer(client):
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    body = schema["paths"]["/api/v1/escalations/{id}/answer/"]["post"]["requestBody"]["content"]["application/json"]
+    properties = schema["components"]["schemas"][body["schema"]["$ref"].rsplit("/", 1)[1]]["properties"]
+    option = properties["option"]
+    refs = [part["$ref"].rsplit("/", 1)[1] for part in option["oneOf"]]
+    names = {name for ref in refs for name in schema["components"]["schemas"][ref]["enum"]}
+    assert {"stop_contacting", "handle_myself", "stop_run", "mark_done", "retry", "use_contact", "switch_channel",
+            "send_anyway", "guide_agent", "reply_to_contact", "resume"} <= names
+    assert "`reply_to_contact`" in option["description"] and "confirm" in option["description"]
+    assert {"text", "data"} <= set(properties)
+
+
+@pytest.mark.parametrize(("option", "status"), [("sent", "sent"), ("not_sent", "pending")])
+def test_an_uncertain_send_is_settled_by_its_typed_options(world, option, status):
+    episode = h.add_episode(world.run, "start")
+    a.finish_episode(episode)
+    row = OutboxMessage.objects.create(idem_key=f"k-{option}", run=world.run, episode=episode, tool="send_email",
+                                       channel="email", recipient=h.VENDOR_EMAIL, status="uncertain",
+                                       created_at=world.run.created_at)
+    question = a.open_question(world.run, kind="uncertain_send", prompt="Was it sent?", outbox_message=row)
+
+    assert a.answer("api", question, option).status_code == 200
+
+    assert OutboxMessage.objects.get(pk=row.pk).status == status
+    assert Escalation.objects.get(pk=question.pk).status == "resolved"
