@@ -336,7 +336,11 @@ def _dismiss(answering: Answering) -> None:
 
 
 def _failed_episode(escalation: Escalation) -> bool:
-    return escalation.episode_id is not None and escalation.episode.status == EpisodeStatus.FAILED
+    """A failed episode, or one the model failed in (runs.loop: it ended with nothing sent)."""
+    if escalation.episode_id is None:
+        return False
+    return (escalation.episode.status == EpisodeStatus.FAILED
+            or (escalation.context or {}).get("reason") == "model_error")
 
 
 def _has_open_task(escalation: Escalation) -> bool:
