@@ -7,7 +7,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from runs import answers, cancellation, escalations
+from runs import answers, cancellation, escalations, events
 from runs.models import (
     Contact,
     Episode,
@@ -214,7 +214,7 @@ class EscalationAdmin(ReadOnlyAdmin):
         except answers.AnswerRefused as refused:
             self.message_user(request, refused.message, messages.WARNING if refused.preview else messages.ERROR)
             return None, refused.preview
-        except (escalations.EscalationClosed, cancellation.RunNotOpen) as error:
+        except (escalations.EscalationClosed, cancellation.RunNotOpen, events.RunEnded) as error:
             self.message_user(request, str(error), messages.ERROR)
             return None, None
         self.message_user(request, f"Escalation {escalation.pk}: {option} done.", messages.SUCCESS)
