@@ -7,7 +7,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from runs import approvals, cancellation, escalation_routes, escalations
+from runs import answers, cancellation, escalation_routes, escalations, events
 from runs.models import (
     Contact,
     Episode,
@@ -139,8 +139,31 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     raw_id_fields = ["run", "episode"]
 
 
+CHANNELS = [("email", "email"), ("sms", "SMS"), ("voice", "voice"), ("slack", "Slack")]
+
+
 class AnswerForm(forms.Form):
-    answer = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}))
+    """The text and data an option may need (runs.answer_options); the pressed button names the option."""
+
+    text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+                           help_text="The answer, guidance for the agent, the reply, or the reason.")
+    role = forms.CharField(required=False, help_text="The contact's role, when the escalation names none.")
+    channel = forms.ChoiceField(required=False, choices=[("", "—"), *CHANNELS])
+    channels = forms.MultipleChoiceField(required=False, choices=CHANNELS, widget=forms.CheckboxSelectMultiple,
+                                         help_text="stop_contacting: none ticked means every channel.")
+    address = forms.CharField(required=False, help_text="use_contact: the new email address or phone number.")
+    task_key = forms.CharField(required=False)
+    subject = forms.CharField(required=False, help_text="reply_to_contact by email.")
+    confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+    def answer_data(self) -> dict:
+        data = {name: value for name in ("role", "channel", "address", "task_key", "subject")
+                if (value := self.cleaned_data.get(name))}
+        if self.cleaned_data.get("channels"):
+            data["channels"] = list(self.cleaned_data["channels"])
+        if self.cleaned_data.get("confirm"):
+            data["confirm"] = True
+        return data
 
 
 @admin.register(Escalation)
@@ -168,11 +191,14 @@ class EscalationAdmin(ReadOnlyAdmin):
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
         escalation = self.get_object(request, object_id)
         form = AnswerForm(request.POST or None)
+        preview = None
         if escalation is not None and request.method == "POST":
-            response = self._settle(request, escalation, form)
+            response, preview = self._settle(request, escalation, form)
             if response is not None:
                 return response
-        extra_context = {**(extra_context or {}), "answer_form": form,
+            # Refused or closed: show the page again with the message, never the ModelForm's save path.
+            request.method = "GET"
+        extra_context = {**(extra_context or {}), "answer_form": form, "preview": preview,
                          "is_open": escalation is not None and escalation.status == EscalationStatus.OPEN,
                          "is_uncertain_send": escalation is not None
                          and escalation.kind == EscalationKind.UNCERTAIN_SEND,
@@ -180,21 +206,21 @@ class EscalationAdmin(ReadOnlyAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
     def _settle(self, request: HttpRequest, escalation: Escalation, form: AnswerForm):
+        """(a redirect once acted on, or None; the reply preview to confirm, or None)."""
+        option = request.POST.get("_option") or request.POST.get("_resolve") or ""
+        if not form.is_valid():
+            return None, None
         try:
-            if "_resolve" in request.POST:
-                escalations.resolve(escalation, outcome=request.POST["_resolve"], by_user=request.user, via="admin")
-            elif "_approval" in request.POST:
-                approvals.answer(escalation, option=request.POST["_approval"], text=request.POST.get("answer", ""),
-                                 by_user=request.user, via="admin")
-            elif form.is_valid():
-                escalations.answer(escalation, answer=form.cleaned_data["answer"], by_user=request.user, via="admin")
-            else:
-                return None
-        except (escalations.EscalationClosed, ValueError) as error:
+            answers.answer(escalation, option=option, text=form.cleaned_data["text"], data=form.answer_data(),
+                           by_user=request.user, via="admin")
+        except answers.AnswerRefused as refused:
+            self.message_user(request, refused.message, messages.WARNING if refused.preview else messages.ERROR)
+            return None, refused.preview
+        except (escalations.EscalationClosed, cancellation.RunNotOpen, events.RunEnded) as error:
             self.message_user(request, str(error), messages.ERROR)
-            return None
-        self.message_user(request, f"Escalation {escalation.pk} settled; the run resumes.", messages.SUCCESS)
-        return HttpResponseRedirect(reverse("admin:runs_escalation_changelist") + "?status__exact=open")
+            return None, None
+        self.message_user(request, f"Escalation {escalation.pk}: {option} done.", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:runs_escalation_changelist") + "?status__exact=open"), None
 
 
 class EscalationRouteForm(forms.ModelForm):

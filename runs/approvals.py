@@ -4,20 +4,21 @@ The plan's `approvals` ({outbound: none | first_message | all, channels: {<chann
 sends wait. The ToolExecutor writes such a send as an outbox row `awaiting_approval` (nothing sends it)
 and `request` opens one `approval` escalation with the draft; the run sleeps on `human:approval`.
 
-A human's answer closes the escalation, changes the row and wakes the run in one transaction (the run
-row locked first, as everywhere): `approve` and `edit` make the row pending, and the woken episode's
-flush sends it through the outbox under its first key, so a draft goes out once however often it is
-approved; `reject` marks it rejected and the guidance reaches the agent as a human answer. An edit is
-journaled with who made it; the plan's forbidden phrases and the guardrail (its rules, and its model
-when configured) review the edited text first: a block refuses the edit and leaves the draft waiting.
+A human's answer (runs.answers; the options are registered below) closes the escalation, changes the row
+and wakes the run in one transaction (the run row locked first, as everywhere): `approve` and `edit` make
+the row pending, and the woken episode's flush sends it through the outbox under its first key, so a
+draft goes out once however often it is approved; `reject` marks it rejected and the guidance reaches
+the agent as a human answer. An edit is journaled with who made it; the plan's forbidden phrases and
+the guardrail (its rules, and its model when configured) review the edited text first: a block refuses
+the edit and leaves the draft waiting.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import transaction
 
-from runs import clock, compliance, escalations, guardrails, journal, leases, outbox
+from runs import answer_options, clock, compliance, escalations, guardrails, journal, leases, outbox
+from runs.answer_options import Answering, AnswerRefused
 from runs.context import EpisodeContext
 from runs.llm.base import ModelError
 from runs.models import (
@@ -33,19 +34,13 @@ from runs.models import (
 from runs.send_outcomes import SendOutcome
 
 MODES = ("none", "first_message", "all")
-# The options an approval offers (the answer registry's shape: name, label, the data it needs).
-OPTIONS = [
-    {"name": "approve", "label": "Approve and send", "data": {}},
-    {"name": "edit", "label": "Edit and send", "data": {"text": "the message as it should be sent"}},
-    {"name": "reject", "label": "Reject, with guidance for the agent", "data": {"text": "what the agent should do"}},
-]
 # The payload field a person reads, per tool: what an edit replaces (runs.outbound.TEXT_FIELDS names them all).
 EDITED_FIELD = {"send_email": "body", "send_sms": "body", "send_slack": "text", "place_call": "brief"}
 # Rows that show the contact was already written to by this run (first_message needs no approval after one).
 DECIDED = (OutboxStatus.PENDING, OutboxStatus.SENDING, OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
 
 
-class EditRefused(ValueError):
+class EditRefused(AnswerRefused):
     """The guardrail blocks the edited text; the draft still waits (the API answers 400 with the reason)."""
 
 
@@ -76,7 +71,7 @@ def request(ctx: EpisodeContext, message: OutboxMessage) -> SendOutcome:
         if not asked:
             draft = _draft(message)
             escalations.open_escalation(
-                run, kind=EscalationKind.APPROVAL, episode=ctx.episode, outbox_message=message, options=OPTIONS,
+                run, kind=EscalationKind.APPROVAL, episode=ctx.episode, outbox_message=message,
                 prompt=(f"Approve this {message.channel} message to {message.recipient} before it is sent: "
                         "approve it, edit it, or reject it with guidance for the agent."),
                 context={"draft": draft, "outbox_message_id": message.pk, "task_key": message.task_key},
@@ -90,98 +85,69 @@ def rejected(message: OutboxMessage) -> SendOutcome:
                        "their guidance", outbox_id=message.pk)
 
 
-def approve(escalation: Escalation, *, text: str = "", data: dict | None = None, by_user=None, by_key=None,
-            via: str) -> Escalation:
-    """Send the draft as it is. `text` is an optional note. Raises EscalationClosed when already answered,
-    ValueError when the run has ended."""
-    _require_approval(escalation)
-    with transaction.atomic():
-        locked = escalations.close(escalation, status=EscalationStatus.ANSWERED, answer=text.strip() or "approved",
-                                   by_user=by_user, by_key=by_key, via=via)
-        _require_open_run(locked)
-        released = outbox.release_draft(locked.outbox_message_id)
-        _journal(locked, decision="approved", outbox_id=locked.outbox_message_id, by_user=by_user, by_key=by_key,
-                 via=via, note=text.strip(), released=released is not None)
-        escalations.wake_run(locked, payload={"answer": "approved", "approval": "approved",
-                                              "outbox_message_id": locked.outbox_message_id})
-    return locked
+def _approve(answering: Answering) -> dict:
+    """Send the draft as it is (`text`: an optional note)."""
+    escalation = answering.escalation
+    _require_open_run(escalation)
+    released = outbox.release_draft(escalation.outbox_message_id)
+    _journal(answering, decision="approved", note=answering.text, released=released is not None)
+    return {"answer": "approved", "approval": "approved", "outbox_message_id": escalation.outbox_message_id}
 
 
-def edit(escalation: Escalation, *, text: str, data: dict | None = None, by_user=None, by_key=None,
-         via: str) -> Escalation:
-    """Send `text` instead of the draft's text (`data["subject"]` replaces an email's subject).
-
-    Raises EditRefused when the guardrail blocks the edited message, ValueError for an empty text,
-    EscalationClosed when already answered.
-    """
-    _require_approval(escalation)
-    if not text.strip():
-        raise ValueError("an edit needs the message text as it should be sent")
+def _check_edit(escalation: Escalation, text: str, data: dict) -> None:
+    """Before any lock: the plan's forbidden phrases and the guardrail on the edited text (AnswerRefused)."""
     if escalation.status != EscalationStatus.OPEN:  # before the guardrail spends a model call on it
-        raise escalations.EscalationClosed(f"escalation {escalation.pk} is already {escalation.status}")
+        return  # answers.answer reports it closed under the lock
     message = OutboxMessage.objects.get(pk=escalation.outbox_message_id)
     run = Run.objects.select_related("organization").get(pk=escalation.run_id)
-    payload = _edited_payload(run, message, text=text, subject=(data or {}).get("subject"))
+    payload = _edited_payload(run, message, text=text, subject=data.get("subject"))
     if phrases := compliance.forbidden_phrases(run.plan, payload=payload):
         raise EditRefused(f"the edited message contains forbidden phrases: {', '.join(map(repr, phrases))}")
     verdict = _review_edit(run, escalation, message, payload=payload)
     if not verdict.allowed:
         raise EditRefused(f"the guardrail blocks the edited message ({verdict.rule}): {verdict.reason}")
-    with transaction.atomic():
-        locked = escalations.close(escalation, status=EscalationStatus.ANSWERED, answer=text,
-                                   by_user=by_user, by_key=by_key, via=via)
-        _require_open_run(locked)
-        released = outbox.release_draft(message.pk, payload=payload)
-        _journal(locked, decision="edited", outbox_id=message.pk, by_user=by_user, by_key=by_key, via=via,
-                 original=message.payload, edited=payload, released=released is not None,
-                 guardrail={"allowed": True, "model": verdict.model})
-        escalations.wake_run(locked, payload={"answer": "approved", "approval": "edited",
-                                              "outbox_message_id": message.pk})
-    return locked
 
 
-def reject(escalation: Escalation, *, text: str, data: dict | None = None, by_user=None, by_key=None,
-           via: str) -> Escalation:
-    """Never send the draft; `text` is guidance the agent reads on its next episode (never sent as written).
-
-    Raises ValueError for empty guidance, EscalationClosed when already answered.
-    """
-    _require_approval(escalation)
-    if not text.strip():
-        raise ValueError("a rejection needs guidance for the agent")
-    with transaction.atomic():
-        locked = escalations.close(escalation, status=EscalationStatus.ANSWERED, answer=text.strip(),
-                                   by_user=by_user, by_key=by_key, via=via)
-        discarded = outbox.discard_draft(locked.outbox_message_id)
-        _journal(locked, decision="rejected", outbox_id=locked.outbox_message_id, by_user=by_user, by_key=by_key,
-                 via=via, guidance=text.strip(), discarded=discarded is not None)
-        escalations.wake_run(locked, payload={"answer": text.strip(), "approval": "rejected",
-                                              "outbox_message_id": locked.outbox_message_id})
-    return locked
+def _edit(answering: Answering) -> dict:
+    """Send `text` instead of the draft's text (`data["subject"]` replaces an email's subject); the guardrail
+    passed it in _check_edit."""
+    escalation = answering.escalation
+    _require_open_run(escalation)
+    message = OutboxMessage.objects.get(pk=escalation.outbox_message_id)
+    payload = _edited_payload(answering.run, message, text=answering.text, subject=answering.data.get("subject"))
+    released = outbox.release_draft(message.pk, payload=payload)
+    _journal(answering, decision="edited", original=message.payload, edited=payload, released=released is not None,
+             guardrail={"allowed": True})
+    return {"answer": "approved", "approval": "edited", "outbox_message_id": message.pk}
 
 
-def answer(escalation: Escalation, *, option: str, text: str = "", data: dict | None = None, by_user=None,
-           by_key=None, via: str) -> Escalation:
-    """Dispatch an approval answer (`approve` | `edit` | `reject`) from the API or the Studio.
-
-    A stand-in until the answers registry (runs.answers) registers these three options; raises ValueError
-    for another option, and what the chosen function raises.
-    """
-    actions = {"approve": approve, "edit": edit, "reject": reject}
-    if option not in actions:
-        raise ValueError(f"answer a draft with one of {', '.join(actions)}, not {option!r}")
-    return actions[option](escalation, text=text, data=data, by_user=by_user, by_key=by_key, via=via)
+def _reject(answering: Answering) -> dict:
+    """Never send the draft; `text` is guidance the agent reads on its next episode (never sent as written)."""
+    escalation = answering.escalation
+    discarded = outbox.discard_draft(escalation.outbox_message_id)
+    _journal(answering, decision="rejected", guidance=answering.text, discarded=discarded is not None)
+    return {"answer": answering.text, "approval": "rejected", "outbox_message_id": escalation.outbox_message_id}
 
 
-def _require_approval(escalation: Escalation) -> None:
-    if escalation.kind != EscalationKind.APPROVAL or escalation.outbox_message_id is None:
-        raise ValueError(f"escalation {escalation.pk} is a {escalation.kind}, not a draft awaiting approval")
+def _is_draft(escalation: Escalation) -> bool:
+    return escalation.outbox_message_id is not None
+
+
+answer_options.register("approve", label="Approve and send", kinds=[EscalationKind.APPROVAL], act=_approve,
+                        fits=_is_draft, description="Send the draft exactly as shown.")
+answer_options.register("edit", label="Edit and send", kinds=[EscalationKind.APPROVAL], act=_edit, fits=_is_draft,
+                        needs_text=True, check=_check_edit,
+                        data={"subject": "optional: a new subject for an email"},
+                        description="Send `text` instead of the draft's text; the guardrail reviews it first.")
+answer_options.register("reject", label="Reject, with guidance for the agent", kinds=[EscalationKind.APPROVAL],
+                        act=_reject, fits=_is_draft, needs_text=True,
+                        description="Never send the draft; `text` is guidance the agent reads, never sent.")
 
 
 def _require_open_run(escalation: Escalation) -> None:
-    # Raised inside the closing transaction, so the escalation stays open and nothing changes.
+    # Raised inside the answer's transaction, so the escalation stays open and nothing changes.
     if escalation.run is None or not escalation.run.is_open:
-        raise ValueError("the run has ended: nothing it drafted will be sent")
+        raise AnswerRefused("the run has ended: nothing it drafted will be sent")
 
 
 def _draft(message: OutboxMessage) -> dict:
@@ -227,12 +193,12 @@ def _review_context(run: Run, escalation: Escalation, *, epoch: int) -> EpisodeC
                           contacts=list(run.contacts.all()), tasks=list(run.tasks.all()), now=clock.now(run))
 
 
-def _journal(escalation: Escalation, *, decision: str, outbox_id: int | None, by_user, by_key, via: str,
-             **details) -> None:
-    """Journal the decision and who made it; the caller's transaction holds the run row (escalations.close)."""
-    run = escalation.run
-    data = {"decision": decision, "escalation_id": escalation.pk, "outbox_id": outbox_id, "via": via,
-            "by_user": getattr(by_user, "pk", None), "by_username": getattr(by_user, "username", "") or "",
-            "by_key": getattr(by_key, "pk", None), **details}
-    journal.write(run, [journal.Entry(episode_id=escalation.episode_id, kind=JournalKind.APPROVAL, data=data,
-                                      at=clock.now(run))])
+def _journal(answering: Answering, *, decision: str, **details) -> None:
+    """Journal the decision and who made it; the answer's transaction holds the run row."""
+    escalation = answering.escalation
+    actor = answering.actor
+    data = {"decision": decision, "escalation_id": escalation.pk, "outbox_id": escalation.outbox_message_id,
+            "via": actor["via"], "by_user": actor["user_id"],
+            "by_username": getattr(answering.by_user, "username", "") or "", "by_key": actor["key_id"], **details}
+    journal.write(answering.run, [journal.Entry(episode_id=escalation.episode_id, kind=JournalKind.APPROVAL,
+                                                data=data, at=answering.at)])

@@ -9,6 +9,9 @@ class RunsConfig(AppConfig):
     def ready(self) -> None:
         from django_q.signals import post_spawn
 
+        # Registers the built-in answers to escalations (runs.answer_options): every process offers the same.
+        from runs import answers, approvals  # noqa: F401
+
         # django-q2 hands off here when a worker process comes up: the cluster has booted.
         post_spawn.connect(_worker_spawned, dispatch_uid="runs.heartbeats.worker_ready")
         if settings.LUCIA_Q_LOCK_FREE_WAIT:

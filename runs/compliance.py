@@ -1,6 +1,8 @@
 """The plan's `compliance` rules before a new send: deterministic, checked in a fixed order.
 
-Forbidden phrases block (a human reviews); a suppressed address blocks; the
+Forbidden phrases block (a human reviews); a run a human took over (an open
+`handoff` escalation), a channel the contact opted out of (runs.policy.memory)
+and a suppressed address block; the contact's absence defers to their return; the
 send window and the per-contact caps defer (never drop): the ToolExecutor
 holds the message in the outbox until `deferred_until` and a flush episode
 sends it then; the follow-up ladder keeps its own schedule. Required opt-out
@@ -19,7 +21,8 @@ from django.db import connection, transaction
 from connectors import suppressions
 from runs import outbox, policy
 from runs.context import EpisodeContext
-from runs.models import Contact, EscalationKind, JournalKind
+from runs.models import Contact, Escalation, EscalationKind, EscalationStatus, JournalKind
+from runs.policy import memory
 from runs.tools import escalate, record
 
 # Which payload field carries the opt-out text, per tool (a call's brief is spoken, not a message).
@@ -70,10 +73,23 @@ def check(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, conta
                  context={"tool": tool, "recipient": recipient, "payload": payload, "phrases": phrases})
         return Hold("blocked", "blocked: the message contains forbidden phrases; a human will review it",
                     escalated=True)
+    if Escalation.objects.filter(run_id=ctx.run_id, kind=EscalationKind.HANDOFF, status=EscalationStatus.OPEN).exists():
+        record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "handled_by_human"})
+        return Hold("blocked", "blocked: a human is handling this run; send nothing until they hand it back")
+    if channel in memory.opted_out(contact.history):
+        record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "contact_opted_out", "channel": channel})
+        return Hold("blocked", f"blocked: the contact opted out of {channel}; do not use it")
     if suppressions.is_suppressed(ctx.run.organization_id, channel=channel, address=recipient):
         record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "suppressed", "recipient": recipient})
         return Hold("blocked", f"blocked: the {channel} address opted out or bounced; do not contact it")
     org_tz = ctx.run.organization.default_timezone
+    away = memory.absent_until(contact.history, now=ctx.now)
+    if away is not None:
+        tz = policy.resolve_timezone(ctx.plan, contact_tz=contact.timezone, org_tz=org_tz)
+        back = policy.clamp_defer(ctx.plan, requested=away, now=ctx.now, tz=tz, run_id=ctx.run.offset_key)
+        record(ctx, JournalKind.POLICY_BLOCK,
+               {"tool": tool, "rule": "contact_absent", "deferred_until": back.isoformat()})
+        return Hold("deferred", f"deferred until {back.isoformat()}: the contact is away", deferred_until=back)
     deferred = policy.check_send_window(ctx.plan, contact_tz=contact.timezone, org_tz=org_tz, now=ctx.now,
                                         run_id=ctx.run.offset_key)
     if deferred is not None:

@@ -33,6 +33,7 @@ from runs.models import (
     RunStatus,
     TaskStatus,
 )
+from runs.policy import memory
 
 # The payload flag of an episode that only sends held messages (runs.execution runs it without the model).
 FLUSH_FLAG = "flush_outbox"
@@ -134,11 +135,27 @@ def end_run(run: Run, *, status: str, outcome: str) -> None:
 def _schedule_followup(run: Run, episode: Episode, step: policy.NextStep) -> list[str]:
     # The latest decision wins: at most one follow-up is pending.
     events.cancel_pending_followups(run)
+    channel, due_at = _as_the_contact_asked(run, step)
     events.schedule_episode(
-        run, kind=EpisodeKind.FOLLOWUP, due_at=step.due_at, dedupe_key=f"followup:after:{episode.seq}",
-        payload={"step": step.step, "channel": step.channel},
+        run, kind=EpisodeKind.FOLLOWUP, due_at=due_at, dedupe_key=f"followup:after:{episode.seq}",
+        payload={"step": step.step, "channel": channel},
     )
     return _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when or f"followup:{step.step}")
+
+
+def _as_the_contact_asked(run: Run, step: policy.NextStep):
+    """(channel, due) for the chased contact's memory (runs.policy.memory): their preferred channel, never an
+    opted-out one, and not before they are back from an absence."""
+    contact = _chased_contact(run)
+    if contact is None or not contact.history:
+        return step.channel, step.due_at
+    allowed = list(run.plan.get("capabilities") or [])
+    channel = memory.channel_for(contact.history, ladder_channel=step.channel, allowed=allowed)
+    away = memory.absent_until(contact.history, now=step.due_at)
+    if away is None:
+        return channel, step.due_at
+    tz = policy.resolve_timezone(run.plan, contact_tz=contact.timezone, org_tz=run.organization.default_timezone)
+    return channel, policy.clamp_defer(run.plan, requested=away, now=step.due_at, tz=tz, run_id=run.offset_key)
 
 
 def _schedule_flush(run: Run, episode: Episode, *, at) -> None:
@@ -174,12 +191,21 @@ def _open_escalation(run: Run) -> Escalation | None:
 
 def _chased(run: Run) -> tuple[str | None, str]:
     """The first open required task (in plan order) and its contact's timezone (any contact's as a fallback)."""
+    spec = _chased_task(run)
+    contact = _chased_contact(run)
+    return (spec["key"] if spec else None), (contact.timezone if contact else run.organization.default_timezone)
+
+
+def _chased_task(run: Run) -> dict | None:
     open_keys = {task.key for task in run.tasks.all() if task.required and task.status == TaskStatus.OPEN}
-    spec = next((task for task in run.plan.get("tasks", []) if task["key"] in open_keys), None)
+    return next((task for task in run.plan.get("tasks", []) if task["key"] in open_keys), None)
+
+
+def _chased_contact(run: Run):
+    spec = _chased_task(run)
     contacts = list(run.contacts.all())
     contact = next((c for c in contacts if spec and c.role == spec.get("contact_role")), None)
-    contact = contact or (contacts[0] if contacts else None)
-    return (spec["key"] if spec else None), (contact.timezone if contact else run.organization.default_timezone)
+    return contact or (contacts[0] if contacts else None)
 
 
 def _sent_something(episode: Episode) -> bool:

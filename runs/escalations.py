@@ -1,9 +1,10 @@
-"""Questions for a human: open, answer, resolve (uncertain sends), cancel.
+"""Questions for a human: open, close, resolve (uncertain sends), cancel.
 
 Opening happens under the worker's lease fence (the caller passes the locked
-run). Answering comes from the admin or the API, outside any lease: the
-escalation row is locked, closed, and the answer enters the run as a
-`human_answer` episode through events.record_event, which wakes the run.
+run); every escalation stores the typed options that fit it
+(runs.answer_options). What an answer does is runs.answers: it closes the row
+here (`close`, locked, once) and wakes the run with a `human_answer` episode
+through events.record_event (`wake_run`).
 """
 
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from agents.models import ApiKey, Organization
-from runs import clock, events
+from runs import answer_options, clock, events
 from runs.models import (
     Episode,
     EpisodeKind,
@@ -46,15 +47,24 @@ def open_escalation(
     episode: Episode | None = None,
     outbox_message: OutboxMessage | None = None,
 ) -> Escalation:
-    """Open an escalation and put the run to wait for a human. `run` is the row locked by the caller's fence."""
-    escalation = Escalation.objects.create(
-        organization_id=run.organization_id, run=run, kind=kind, prompt=prompt, options=list(options),
-        context=context or {}, episode=episode, outbox_message=outbox_message,
+    """Open an escalation and put the run to wait for a human. `run` is the row locked by the caller's fence.
+
+    `options` are answers the agent suggests (kept in context["suggested_answers"]); the escalation's
+    typed options are the registered ones that fit its kind (runs.answer_options).
+    """
+    context = dict(context or {})
+    if options:
+        context["suggested_answers"] = [str(option) for option in options]
+    escalation = Escalation(
+        organization_id=run.organization_id, run=run, kind=kind, prompt=prompt,
+        context=context, episode=episode, outbox_message=outbox_message,
         # The run's clock: a simulated run's question is raised on its virtual day, not today.
         raised_at=clock.now(run),
         # A simulated run's question is the simulator's to answer: nobody is told.
         notify_at=None if run.sim else clock.wall_now(),
     )
+    escalation.options = answer_options.options_for(escalation)
+    escalation.save()
     if run.status != RunStatus.WAITING_HUMAN:
         run.wait_for_human()
     run.wake_when = wake_reason(escalation)
@@ -71,10 +81,13 @@ def open_unmatched(
     organization: Organization, *, inbound_message_id: int, prompt: str, context: dict | None = None
 ) -> Escalation:
     """Triage for an inbound message no run claimed: it is kept, never dropped."""
-    return Escalation.objects.create(
+    escalation = Escalation(
         organization=organization, kind=EscalationKind.UNMATCHED_INBOUND, prompt=prompt,
         inbound_message_id=inbound_message_id, context=context or {}, notify_at=clock.wall_now(),
     )
+    escalation.options = answer_options.options_for(escalation)
+    escalation.save()
+    return escalation
 
 
 def raise_outage(organization_id: int, *, channel: str, error: str) -> None:
@@ -85,13 +98,15 @@ def raise_outage(organization_id: int, *, channel: str, error: str) -> None:
     ON CONFLICT DO NOTHING on the partial unique index: concurrent workers
     hitting the same outage open one alert.
     """
-    Escalation.objects.bulk_create([Escalation(
+    alert = Escalation(
         organization_id=organization_id, kind=EscalationKind.PROVIDER_OUTAGE, channel=channel,
         prompt=(f"The {channel} provider is failing ({error[:300]}). Sends on this channel are held and retried "
                 "by themselves; this alert closes when one goes through. Check the provider's status page "
                 "and this organization's credentials."),
         context={"channel": channel, "error": error[:1000]}, raised_at=clock.wall_now(), notify_at=clock.wall_now(),
-    )], ignore_conflicts=True)
+    )
+    alert.options = answer_options.options_for(alert)
+    Escalation.objects.bulk_create([alert], ignore_conflicts=True)
 
 
 def clear_outage(organization_id: int, *, channel: str) -> int:
@@ -131,23 +146,6 @@ def sla_seconds(escalation: Escalation) -> int:
     return DEFAULT_ESCALATION_SLA_S if sla is None else int(sla)
 
 
-def answer(
-    escalation: Escalation, *, answer: str, by_user=None, by_key: ApiKey | None = None, via: str
-) -> Episode | None:
-    """Record a human's answer; the run wakes with a `human_answer` episode. Raises EscalationClosed if not open.
-
-    Returns the episode, or None when the escalation has no run or the run has
-    ended (the answer is still recorded).
-    """
-    if escalation.kind == EscalationKind.UNCERTAIN_SEND:
-        raise ValueError("an uncertain send is settled with resolve(outcome='sent'|'not_sent'), not answer()")
-    if escalation.kind == EscalationKind.APPROVAL:
-        raise ValueError("a draft is answered with runs.approvals.approve, edit or reject, not answer()")
-    with transaction.atomic():
-        locked = close(escalation, status=EscalationStatus.ANSWERED, answer=answer, by_user=by_user, by_key=by_key,
-                        via=via)
-        return wake_run(locked, payload={"answer": answer})
-
 
 def resolve(
     escalation: Escalation, *, outcome: str, by_user=None, by_key: ApiKey | None = None, via: str
@@ -163,7 +161,7 @@ def resolve(
         locked = close(escalation, status=EscalationStatus.RESOLVED, answer=outcome, by_user=by_user, by_key=by_key,
                         via=via)
         if locked.outbox_message_id is not None:
-            _settle_send(locked.outbox_message_id, sent=outcome == "sent")
+            settle_send(locked.outbox_message_id, sent=outcome == "sent")
         return wake_run(locked, payload={"outcome": outcome, "outbox_message_id": locked.outbox_message_id})
 
 
@@ -176,8 +174,10 @@ def cancel(escalation: Escalation, *, by_user=None, by_key: ApiKey | None = None
 
 
 def close(escalation: Escalation, *, status: str, answer: str, by_user, by_key: ApiKey | None, via: str) -> Escalation:
-    """Lock the run and the escalation and close it; raises EscalationClosed if it is not open.
-    Call inside a transaction; the run row stays locked until it ends."""
+    """Lock the escalation (its run first) and close it; raises EscalationClosed when it is no longer open.
+
+    Call inside a transaction: the locks hold until it ends, so a second answer waits and then finds it closed.
+    """
     # Lock order run → escalation, as everywhere else (a worker's fence, cancelling a run): no deadlock.
     if escalation.run_id is not None:
         Run.objects.select_for_update(no_key=True).filter(pk=escalation.run_id).first()
@@ -194,7 +194,7 @@ def close(escalation: Escalation, *, status: str, answer: str, by_user, by_key: 
     return locked
 
 
-def _settle_send(message_id: int, *, sent: bool) -> None:
+def settle_send(message_id: int, *, sent: bool) -> None:
     message = OutboxMessage.objects.select_for_update(no_key=True).get(pk=message_id)
     if sent:
         message.mark_sent()
@@ -204,7 +204,7 @@ def _settle_send(message_id: int, *, sent: bool) -> None:
 
 
 def wake_run(escalation: Escalation, *, payload: dict) -> Episode | None:
-    """The `human_answer` episode that wakes the escalation's run; None without a run or when it has ended."""
+    """Wake the escalation's run with a `human_answer` episode; None without a run or when the run has ended."""
     if escalation.run is None:
         return None
     payload = {"escalation_id": escalation.pk, "kind": escalation.kind, "prompt": escalation.prompt, **payload}

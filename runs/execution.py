@@ -54,13 +54,17 @@ def execute_episode(run_id: int, episode_id: int, *, epoch: int, heartbeat: leas
 def run_loop(ctx: EpisodeContext) -> EpisodeOutcome:
     """The agent loop; imported on use so the runtime does not depend on the model layer at import time.
 
-    A flush episode (runs.decisions.is_flush) only sends the run's held messages: no model call.
+    A flush episode (runs.decisions.is_flush) only sends the run's held messages, a human send episode
+    (runs.human_sends) only the message a human decided: no model call.
     """
-    from runs import loop, tool_executor
+    from runs import human_sends, loop, tool_executor
 
     if decisions.is_flush(ctx.episode):
         tool_executor.flush_pending(ctx)
         return EpisodeOutcome()
+    if human_sends.is_human_send(ctx):
+        # A message a human decided (send_anyway, reply_to_contact): sent as given, no model call.
+        return human_sends.run(ctx)
     return loop.run_episode(ctx, flush=False)
 
 
@@ -92,7 +96,6 @@ def give_up(run: Run, episode: Episode, *, error: str) -> None:
         escalations.open_escalation(
             run, kind=EscalationKind.STUCK, episode=episode,
             prompt=f"Episode #{episode.seq} ({episode.kind}) failed after {episode.attempts} attempts: {error[:500]}",
-            options=["retry", "ignore"],
         )
     _refresh_next_wake(run)
 

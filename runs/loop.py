@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from runs import evidence, journal, prompts, tool_executor, tools
+from runs import contact_memory, evidence, journal, prompts, tool_executor, tools
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.llm import journaled, providers
 from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, function_tools
@@ -31,6 +31,8 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
     session = tools.ToolSession()
     # Sends a human confirmed were not sent (or a transient refusal left pending) go out first, by their own key.
     tool_executor.flush_pending(ctx)
+    # "Email me instead": the contact's own words move their follow-ups, before the model answers them.
+    contact_memory.learn_from_reply(ctx)
     model = ctx.plan.get("model") or {}
     started = journal.first_entry_at(ctx.episode.pk)
     # An episode that never journaled anything has nothing to replay: its model calls skip the lookup.
@@ -103,7 +105,7 @@ def _run_tools(ctx: EpisodeContext, session: tools.ToolSession, reply: ModelRepl
 
 
 def _stuck(ctx: EpisodeContext, session: tools.ToolSession, prompt: str, *, reason: str) -> None:
-    tools.escalate(ctx, kind=EscalationKind.STUCK, prompt=prompt, options=["retry", "stop the run"],
+    tools.escalate(ctx, kind=EscalationKind.STUCK, prompt=prompt,
                    context={"reason": reason, "episode_seq": ctx.episode.seq})
     session.outcome.escalated = True
     session.stop = True

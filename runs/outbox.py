@@ -25,7 +25,6 @@ from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Ru
 
 # Rows that reached (or may have reached) the recipient: what per-contact caps count.
 COUNTED_STATUSES = (OutboxStatus.SENDING, OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
-UNCERTAIN_OPTIONS = ("it was sent", "it was not sent")
 NOTICE_TOOL = "notify_escalation"
 
 
@@ -75,7 +74,7 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
 
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
              ordinal: int, payload: dict, not_before: datetime | None = None,
-             awaiting_approval: bool = False) -> OutboxMessage:
+             awaiting_approval: bool = False, human_override: bool = False) -> OutboxMessage:
     """The row for `key`, created pending when new; an existing row keeps its first payload.
 
     `not_before` holds the send (the window is closed or a cap is reached): the row waits for a flush.
@@ -87,7 +86,8 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
             idem_key=key,
             defaults={"run_id": ctx.run_id, "episode_id": ctx.episode.pk, "task_key": task_key, "tool": tool,
                       "channel": channel, "recipient": recipient, "ordinal": ordinal, "payload": payload,
-                      "created_at": ctx.now, "not_before": not_before, "status": status},
+                      "created_at": ctx.now, "not_before": not_before, "status": status,
+                      "human_override": human_override},
         )
     return message
 
@@ -234,7 +234,6 @@ def record_uncertain(ctx: EpisodeContext, message: OutboxMessage, *, error: str)
         locked.save(update_fields=["status", "error"])
         escalations.open_escalation(
             run, kind=EscalationKind.UNCERTAIN_SEND, episode=ctx.episode, outbox_message=locked,
-            options=UNCERTAIN_OPTIONS,
             prompt=(f"A {locked.channel} message to {locked.recipient} may or may not have been sent: {error}. "
                     "Check the provider's records and say which."),
             context={"outbox_message_id": locked.pk, "tool": locked.tool, "payload": locked.payload},

@@ -58,6 +58,7 @@ def metadata(ctx: EpisodeContext, *, now: datetime) -> dict:
         "run": {"goal": ctx.run.goal},
         "inputs": dict(ctx.run.inputs or {}),
         "human_answers": _human_answers(ctx),
+        "human_guidance": _human_guidance(ctx),
     }
 
 
@@ -144,6 +145,12 @@ def _role_of_sender(ctx: EpisodeContext, sender: str, *, channel: str = "") -> s
     return next(iter(senders.roles_of(ctx.contacts, sender=sender, channel=channel)), "")
 
 
+def _human_guidance(ctx: EpisodeContext) -> list[str]:
+    """Guidance humans gave the agent (answer guide_agent) up to this episode: read, never sent as is."""
+    answers = Episode.objects.filter(run_id=ctx.run_id, kind=EpisodeKind.HUMAN_ANSWER, seq__lte=ctx.episode.seq)
+    return [a.payload["guidance"] for a in answers.order_by("seq") if (a.payload or {}).get("guidance")]
+
+
 def _human_answers(ctx: EpisodeContext) -> list[str]:
     """Answers that reached the run up to this episode (by episode order, so a late answer cannot change it)."""
     answers = Episode.objects.filter(run_id=ctx.run_id, kind=EpisodeKind.HUMAN_ANSWER, seq__lte=ctx.episode.seq)
@@ -169,6 +176,9 @@ def _describe(ctx: EpisodeContext, facts: dict) -> str:
     lines += [f"- {c['role']}: {c['name'] or 'unnamed'} via {', '.join(c['channels'])}" for c in facts["contacts"]]
     if facts["human_answers"]:
         lines.append("Answers from humans: " + "; ".join(facts["human_answers"]))
+    if facts["human_guidance"]:
+        lines.append("Guidance from your team (follow it; never send it to the contact as written): "
+                     + "; ".join(facts["human_guidance"]))
     summary = _journal_summary(ctx)
     if summary:
         lines.append("Recent history:")

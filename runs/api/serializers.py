@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from connectors.attachments import Upload, max_bytes
+from runs import answer_options
 from runs.models import Contact, Episode, Escalation, EscalationStatus, Run, RunStatus, Task
 
 
@@ -160,16 +161,34 @@ class EscalationSerializer(serializers.ModelSerializer):
                   "raised_at", "created_at", "answered_at"]
 
 
+class OptionField(serializers.ChoiceField):
+    """The option's name; documented as the enum of registered options, refused by runs.answers (which names
+    the options that fit the escalation) rather than here."""
+
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=data)
+        return data
+
+
 class AnswerSerializer(serializers.Serializer):
-    answer = serializers.CharField()
-
-
-class ApprovalAnswerSerializer(serializers.Serializer):
-    """A draft in approval mode: approve it, send `text` instead (edit), or reject it with `text` as guidance."""
-
-    option = serializers.ChoiceField(choices=["approve", "edit", "reject"])
-    text = serializers.CharField(required=False, allow_blank=True, default="", max_length=100_000)
+    option = OptionField(choices=[], required=False, allow_blank=True)
+    text = serializers.CharField(required=False, allow_blank=True, default="", max_length=10_000)
     data = serializers.DictField(required=False, default=dict)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Read when built, not at import: every registered option is in (runs.answer_options).
+        registered = answer_options.all_options()
+        self.fields["option"].choices = [(option.name, option.label) for option in registered]
+        self.fields["option"].help_text = "What the answer does; only the options listed on the escalation fit. " + \
+            " ".join(f"`{option.name}` ({', '.join(sorted(option.kinds))}): {option.description or option.label}"
+                     + (f" data: {option.data}." if option.data else "") for option in registered)
+
+
+class AnswerRefusedSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    preview = serializers.DictField(required=False, help_text="reply_to_contact: what would be sent.")
 
 
 class ResolveSerializer(serializers.Serializer):

@@ -12,12 +12,12 @@ from rest_framework.response import Response
 
 from agents.api_auth import acting_key, acting_user
 from agents.models import AgentVersion, Deployment, VersionStatus
-from runs import approvals, cancellation, escalations, events, starts, submissions
+from runs import answers, cancellation, escalations, events, starts, submissions
 from runs.api.serializers import (
     ESCALATION_STATUSES,
     RUN_STATUSES,
+    AnswerRefusedSerializer,
     AnswerSerializer,
-    ApprovalAnswerSerializer,
     CancelSerializer,
     EpisodeSerializer,
     EscalationSerializer,
@@ -186,32 +186,21 @@ class EscalationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     def list(self, request: Request, *args, **kwargs) -> Response:
         return super().list(request, *args, **kwargs)
 
-    @extend_schema(request=AnswerSerializer, responses={200: EscalationSerializer, 409: ESCALATION_CLOSED})
+    @extend_schema(request=AnswerSerializer,
+                   responses={200: EscalationSerializer, 400: AnswerRefusedSerializer, 409: ESCALATION_CLOSED})
     @action(detail=True, methods=["post"])
     def answer(self, request: Request, *args, **kwargs) -> Response:
         escalation = self.get_object()
-        if escalation.kind == EscalationKind.APPROVAL:
-            return self._answer_approval(request, escalation)
         body = AnswerSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        if escalation.kind == EscalationKind.UNCERTAIN_SEND:
-            raise exceptions.ValidationError({"answer": ["an uncertain send is settled with POST …/resolve/"]})
         try:
-            escalations.answer(escalation, answer=body.validated_data["answer"], via="api", **_actor(request))
-        except escalations.EscalationClosed as error:
+            answers.answer(escalation, option=body.validated_data.get("option", ""), text=body.validated_data["text"],
+                           data=body.validated_data["data"], via="api", **_actor(request))
+        except answers.AnswerRefused as refused:
+            return Response({"detail": refused.message, **({"preview": refused.preview} if refused.preview else {})},
+                            status=status.HTTP_400_BAD_REQUEST)
+        except (escalations.EscalationClosed, cancellation.RunNotOpen, events.RunEnded) as error:
             raise Conflict(str(error)) from None
-        return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=escalation.pk)).data)
-
-    def _answer_approval(self, request: Request, escalation: Escalation) -> Response:
-        """{"option": "approve" | "edit" | "reject", "text": ..., "data": {...}} for a draft (runs.approvals)."""
-        body = ApprovalAnswerSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            approvals.answer(escalation, **body.validated_data, via="api", **_actor(request))
-        except escalations.EscalationClosed as error:
-            raise Conflict(str(error)) from None
-        except ValueError as error:  # an edit the guardrail blocks, an empty edit or guidance
-            raise exceptions.ValidationError({"text": [str(error)]}) from None
         return Response(EscalationSerializer(get_object_or_404(self.get_queryset(), pk=escalation.pk)).data)
 
     @extend_schema(request=ResolveSerializer, responses={200: EscalationSerializer, 409: ESCALATION_CLOSED})

@@ -17,6 +17,8 @@ class EscalationKind(models.TextChoices):
     UNMATCHED_INBOUND = "unmatched_inbound", "Unmatched inbound message"
     PROVIDER_OUTAGE = "provider_outage", "Provider outage"
     APPROVAL = "approval", "Draft awaiting approval"
+    # A person took the run over (answer handle_myself): the run sends nothing until they finish or hand back.
+    HANDOFF = "handoff", "Handled by a human"
 
 
 class EscalationStatus(models.TextChoices):

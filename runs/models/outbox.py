@@ -48,6 +48,8 @@ class OutboxMessage(FSMModelMixin, models.Model):
     attempted_at = models.DateTimeField(null=True, blank=True)
     # Lookups the provider could not answer for now (unreachable, 5xx); past LUCIA_SEND_LOOKUP_TRIES a human decides.
     lookups = models.PositiveIntegerField(default=0)
+    # A message a human sent past the guardrail (answer send_anyway): journaled with who decided.
+    human_override = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["run", "created_at"]

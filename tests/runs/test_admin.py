@@ -44,7 +44,8 @@ def test_an_escalation_is_answered_from_its_admin_page(staff_client):
         escalation = escalations.open_escalation(locked, kind=EscalationKind.QUESTION, prompt="Which address?")
     leases.release(run.pk, epoch=epoch)
 
-    response = staff_client.post(f"/admin/runs/escalation/{escalation.pk}/change/", {"answer": "the new one"})
+    response = staff_client.post(f"/admin/runs/escalation/{escalation.pk}/change/",
+                                 {"_option": "resume", "text": "the new one"})
 
     assert response.status_code == 302
     escalation.refresh_from_db()

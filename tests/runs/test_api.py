@@ -15,6 +15,10 @@ pytestmark = pytest.mark.django_db
 VENDOR = {"role": "vendor", "name": "Vera", "email": "vera@example.com", "timezone": "Europe/Paris"}
 
 
+RESUME_EMAIL = {"option": "resume", "text": "email"}
+RESUME_FAX = {"option": "resume", "text": "fax"}
+
+
 def _client(organization) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_for(organization)}")
@@ -130,13 +134,13 @@ def test_answering_an_escalation_wakes_the_run_with_a_human_answer_episode_once(
 
     open_ids = [item["id"] for item in client.get("/api/v1/escalations/?status=open").json()["results"]]
     assert open_ids == [escalation.pk]
-    response = client.post(f"/api/v1/escalations/{escalation.pk}/answer/", {"answer": "email"}, format="json")
+    response = client.post(f"/api/v1/escalations/{escalation.pk}/answer/", RESUME_EMAIL, format="json")
 
     assert response.status_code == 200
     assert response.json()["status"] == "answered"
     answer_episode = Episode.objects.get(run=run, kind="human_answer")
     assert answer_episode.payload["answer"] == "email"
-    again = client.post(f"/api/v1/escalations/{escalation.pk}/answer/", {"answer": "fax"}, format="json")
+    again = client.post(f"/api/v1/escalations/{escalation.pk}/answer/", RESUME_FAX, format="json")
     assert again.status_code == 409
 
 
@@ -146,7 +150,7 @@ def test_another_organizations_escalation_is_a_404_and_questions_cannot_be_resol
     escalation = _question(run)
 
     stranger = _client(OrganizationFactory())
-    assert stranger.post(f"/api/v1/escalations/{escalation.pk}/answer/", {"answer": "x"},
+    assert stranger.post(f"/api/v1/escalations/{escalation.pk}/answer/", {"option": "resume", "text": "x"},
                          format="json").status_code == 404
     owner = _client(organization)
     resolved = owner.post(f"/api/v1/escalations/{escalation.pk}/resolve/", {"outcome": "sent"}, format="json")
@@ -188,7 +192,7 @@ def test_answering_with_a_studio_made_key_stores_the_key_by_reference():
     run = Run.objects.get(pk=_start(client, deployment).json()["id"])
     escalation = _question(run)
 
-    response = client.post(f"/api/v1/escalations/{escalation.pk}/answer/", {"answer": "email"}, format="json")
+    response = client.post(f"/api/v1/escalations/{escalation.pk}/answer/", RESUME_EMAIL, format="json")
 
     assert response.status_code == 200, response.content
     stored = Escalation.objects.get(pk=escalation.pk)
@@ -219,7 +223,7 @@ def test_a_staff_session_acting_for_the_organization_is_recorded_as_the_user(dja
     run_id = client.post("/api/v1/runs/", {"agent": deployment.agent.slug, "goal": "W-9", "contacts": [VENDOR]},
                          format="json", **header).json()["id"]
     escalation = _question(Run.objects.get(pk=run_id))
-    client.post(f"/api/v1/escalations/{escalation.pk}/answer/", {"answer": "fax"}, format="json", **header)
+    client.post(f"/api/v1/escalations/{escalation.pk}/answer/", RESUME_FAX, format="json", **header)
 
     run, stored = Run.objects.get(pk=run_id), Escalation.objects.get(pk=escalation.pk)
     assert (run.started_by, run.started_by_key) == (user, None)

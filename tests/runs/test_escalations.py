@@ -1,7 +1,7 @@
 import pytest
 from django.utils import timezone
 
-from runs import escalations, leases, worker
+from runs import answers, escalations, leases, worker
 from runs.context import EpisodeOutcome
 from runs.models import Episode, EpisodeStatus, Escalation, OutboxMessage, Run, RunStatus
 from tests.factories import EpisodeFactory, RunFactory, TaskFactory
@@ -24,15 +24,20 @@ def test_opening_an_escalation_puts_the_run_to_wait_for_a_human():
     escalation = _open(run, options=["yes", "no"])
     run = Run.objects.get(pk=run.pk)
     assert (run.status, run.wake_when) == (RunStatus.WAITING_HUMAN, f"human:{escalation.pk}")
-    assert (escalation.organization_id, escalation.options, escalation.status) == (run.organization_id, ["yes", "no"],
-                                                                                   "open")
+    assert (escalation.organization_id, escalation.status) == (run.organization_id, "open")
+    # The agent's suggestions are kept apart; the options are the typed ones that fit a question.
+    assert escalation.context["suggested_answers"] == ["yes", "no"]
+    names = [option["name"] for option in escalation.options]
+    assert {"resume", "guide_agent", "stop_run", "handle_myself", "stop_contacting", "use_contact"} <= set(names)
+    assert "send_anyway" not in names and "retry" not in names
 
 
 def test_an_answer_wakes_the_run_with_a_human_answer_episode_and_a_second_answer_is_refused():
     run = RunFactory()
     escalation = _open(run)
 
-    episode = escalations.answer(escalation, answer="yes, paid", via="api")
+    answers.answer(escalation, option="resume", text="yes, paid", via="api")
+    episode = Episode.objects.get(run=run, kind="human_answer")
 
     assert (episode.kind, episode.dedupe_key, episode.status) == ("human_answer", f"human:{escalation.pk}", "queued")
     assert episode.payload["answer"] == "yes, paid" and episode.payload["escalation_id"] == escalation.pk
@@ -44,7 +49,7 @@ def test_an_answer_wakes_the_run_with_a_human_answer_episode_and_a_second_answer
     assert fakes.queued_run_ids() == [run.pk]
 
     with pytest.raises(escalations.EscalationClosed):
-        escalations.answer(escalation, answer="no", via="admin")
+        answers.answer(escalation, option="resume", text="no", via="admin")
     assert Escalation.objects.get(pk=escalation.pk).answer == "yes, paid"
     assert Episode.objects.filter(run=run, kind="human_answer").count() == 1
 
@@ -52,7 +57,7 @@ def test_an_answer_wakes_the_run_with_a_human_answer_episode_and_a_second_answer
 def test_the_run_keeps_waiting_while_another_question_is_open():
     run = RunFactory()
     first, second = _open(run), _open(run, prompt="Is this the right contact?")
-    escalations.answer(first, answer="yes", via="admin")
+    answers.answer(first, option="resume", text="yes", via="admin")
     run = Run.objects.get(pk=run.pk)
     assert (run.status, run.wake_when) == (RunStatus.WAITING_HUMAN, f"human:{second.pk}")
 
@@ -71,7 +76,7 @@ def test_an_answer_for_an_ended_run_is_recorded_without_waking_it():
     run = RunFactory()
     escalation = _open(run)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
-    assert escalations.answer(escalation, answer="too late", via="api") is None
+    answers.answer(escalation, option="resume", text="too late", via="api")
     assert Escalation.objects.get(pk=escalation.pk).answer == "too late"
     assert not Episode.objects.filter(run=run).exists()
 
@@ -85,8 +90,8 @@ def test_resolving_an_uncertain_send_settles_the_outbox_row(outcome, status):
         recipient="v@example.com", status="uncertain", created_at=timezone.now(),
     )
     escalation = _open(run, kind="uncertain_send", prompt="Was it sent?", outbox_message=message)
-    with pytest.raises(ValueError, match="resolve"):
-        escalations.answer(escalation, answer="sent", via="admin")
+    with pytest.raises(answers.AnswerRefused, match="sent, not_sent"):
+        answers.answer(escalation, option="resume", text="sent", via="admin")
 
     woken = escalations.resolve(escalation, outcome=outcome, via="admin")
 

@@ -176,7 +176,7 @@ def test_a_5xx_whose_outcome_nobody_can_tell_becomes_uncertain_without_a_second_
     row = OutboxMessage.objects.get(run=run)
     assert row.status == OutboxStatus.UNCERTAIN
     escalation = Escalation.objects.get(run=run, kind="uncertain_send")
-    assert escalation.outbox_message_id == row.pk and escalation.options == ["it was sent", "it was not sent"]
+    assert escalation.outbox_message_id == row.pk and [o["name"] for o in escalation.options] == ["sent", "not_sent"]
     assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING_HUMAN
     assert s.creates(twilio) == 1
 
