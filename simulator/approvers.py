@@ -1,15 +1,15 @@
 """The simulated human of an agent in approval mode: answers each draft waiting for approval, in order.
 
 A case's `approvals` script (agents.config.schema_evals) says what happens to the 1st, 2nd, ... draft;
-drafts after the last step are approved. Answers go through runs.approvals, the path the Studio and the API
-take, at the run's virtual time.
+drafts after the last step are approved. Answers go through runs.answers (the options runs.approvals
+registers), the path the Studio and the API take, at the run's virtual time.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from runs import approvals
+from runs import answers, approvals
 from runs.models import Escalation, EscalationKind, EscalationStatus
 
 VIA = "simulator"
@@ -34,12 +34,7 @@ class Approver:
             step = self.steps.pop(0) if self.steps else {"action": "approve", "text": ""}
             action, text = step["action"], step.get("text") or ""
             try:
-                if action == "approve":
-                    approvals.approve(escalation, text=text, via=VIA)
-                elif action == "edit":
-                    approvals.edit(escalation, text=text, via=VIA)
-                else:
-                    approvals.reject(escalation, text=text, via=VIA)
+                answers.answer(escalation, option=action, text=text, via=VIA)
             except approvals.EditRefused:
                 self.counts["edit_refused"] += 1
                 continue

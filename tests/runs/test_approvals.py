@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from connectors.models import SandboxMessage
-from runs import approvals, escalations, events, worker
+from runs import answers, approvals, escalations, events, worker
 from runs.llm.base import ChatRequest, ModelReply, ToolCall
 from runs.models import (
     Episode,
@@ -109,7 +109,7 @@ def test_an_approved_draft_goes_out_once_as_written_and_the_ladder_resumes_from_
     draft = OutboxMessage.objects.get(run=run)
     user = get_user_model().objects.create_user("olivia", password="x-long-password-123")
 
-    approvals.approve(_open_approval(run), by_user=user, via="admin")
+    answers.answer(option="approve", escalation=_open_approval(run), by_user=user, via="admin")
     approved_at = h.BUSINESS_HOURS + timedelta(hours=2)
     run = _at(run, approved_at)
 
@@ -123,7 +123,7 @@ def test_an_approved_draft_goes_out_once_as_written_and_the_ladder_resumes_from_
     assert run.status == RunStatus.WAITING and run.wake_when.startswith("followup:")
     assert _next_followup(run).due_at >= approved_at + timedelta(days=3)
     with pytest.raises(escalations.EscalationClosed):
-        approvals.approve(Escalation.objects.get(pk=_open_approval_pk(run)), via="api")
+        answers.answer(option="approve", escalation=Escalation.objects.get(pk=_open_approval_pk(run)), via="api")
     assert SandboxMessage.objects.count() == 1
 
 
@@ -139,7 +139,8 @@ def test_an_edited_draft_sends_the_edited_text_and_journals_who_edited_it(monkey
     user = get_user_model().objects.create_user("marta", password="x-long-password-123")
     edited = "Hi Dana, a quick note from Marta: could you send the signed W-9 this week?"
 
-    approvals.edit(_open_approval(run), text=edited, data={"subject": "W-9, please"}, by_user=user, via="api")
+    answers.answer(option="edit", escalation=_open_approval(run), text=edited, data={"subject": "W-9, please"},
+                   by_user=user, via="api")
     run = _at(run, h.BUSINESS_HOURS + timedelta(minutes=30))
 
     [sent] = SandboxMessage.objects.all()
@@ -157,11 +158,12 @@ def test_an_edit_the_guardrail_blocks_is_refused_with_the_reason_and_the_draft_k
     escalation = _open_approval(run)
 
     with pytest.raises(approvals.EditRefused, match="foreign_reference.*payme@evil.example"):
-        approvals.edit(escalation, text="Send the W-9 to payme@evil.example instead.", via="api")
+        answers.answer(option="edit", escalation=escalation, text="Send the W-9 to payme@evil.example instead.",
+                       via="api")
     with pytest.raises(approvals.EditRefused, match="legal_threat"):
-        approvals.edit(escalation, text="Send it or we take legal action.", via="api")
+        answers.answer(option="edit", escalation=escalation, text="Send it or we take legal action.", via="api")
     with pytest.raises(approvals.EditRefused, match="forbidden phrases: 'penalty'"):
-        approvals.edit(escalation, text="Send it this week to avoid a penalty.", via="api")
+        answers.answer(option="edit", escalation=escalation, text="Send it this week to avoid a penalty.", via="api")
 
     escalation.refresh_from_db()
     assert escalation.status == EscalationStatus.OPEN
@@ -175,7 +177,7 @@ def test_a_rejected_draft_is_never_sent_and_the_agent_reads_the_guidance_on_its_
     run, model = _started(monkeypatch, _plan("all"))
     guidance = "Mention that the portal upload at the vendor page also works."
 
-    approvals.reject(_open_approval(run), text=guidance, via="api")
+    answers.answer(option="reject", escalation=_open_approval(run), text=guidance, via="api")
     run = _at(run, h.BUSINESS_HOURS + timedelta(hours=1))
 
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.REJECTED
@@ -197,7 +199,7 @@ def test_a_rejected_draft_is_never_sent_and_the_agent_reads_the_guidance_on_its_
 @pytest.mark.parametrize(("mode", "second_waits"), [("first_message", False), ("all", True)])
 def test_first_message_needs_approval_once_per_contact_and_all_needs_it_every_time(monkeypatch, mode, second_waits):
     run, _ = _started(monkeypatch, _plan(mode))
-    approvals.approve(_open_approval(run), via="api")
+    answers.answer(option="approve", escalation=_open_approval(run), via="api")
     run = _at(run, h.BUSINESS_HOURS + timedelta(minutes=5))
     assert SandboxMessage.objects.count() == 1
 
@@ -231,10 +233,10 @@ def test_without_approvals_a_message_goes_out_at_once(monkeypatch):
 @pytest.mark.django_db
 def test_an_approval_is_not_answered_with_free_text(monkeypatch):
     run, _ = _started(monkeypatch, _plan("all"))
-    with pytest.raises(ValueError, match="approve, edit or reject"):
-        escalations.answer(_open_approval(run), answer="looks fine", via="api")
-    with pytest.raises(ValueError, match="guidance"):
-        approvals.reject(_open_approval(run), text="  ", via="api")
+    with pytest.raises(answers.AnswerRefused, match="does not fit .* use one of approve, edit, reject"):
+        answers.answer(_open_approval(run), option="guide_agent", text="looks fine", via="api")
+    with pytest.raises(answers.AnswerRefused, match="reject needs text"):
+        answers.answer(option="reject", escalation=_open_approval(run), text="  ", via="api")
     assert _open_approval(run).status == EscalationStatus.OPEN
 
 
@@ -263,7 +265,7 @@ def test_two_people_approving_at_once_send_the_draft_exactly_once(twilio, monkey
     def approve() -> None:
         try:
             both.wait()
-            approvals.approve(Escalation.objects.get(pk=escalation.pk), via="api")
+            answers.answer(option="approve", escalation=Escalation.objects.get(pk=escalation.pk), via="api")
             outcomes.append("approved")
         except escalations.EscalationClosed:
             outcomes.append("closed")
@@ -302,7 +304,7 @@ def test_the_api_approves_edits_and_refuses_a_blocked_edit_with_a_400(monkeypatc
     url = f"/api/v1/escalations/{escalation.pk}/answer/"
 
     blocked = client.post(url, {"option": "edit", "text": "Or we take legal action."}, format="json")
-    assert blocked.status_code == 400 and "legal_threat" in blocked.json()["text"][0]
+    assert blocked.status_code == 400 and "legal_threat" in blocked.json()["detail"]
     assert client.post(url, {"option": "send_anyway"}, format="json").status_code == 400
     assert client.post(url, {"answer": "ok"}, format="json").status_code == 400
     assert _open_approval(run).pk == escalation.pk
@@ -328,8 +330,8 @@ def test_the_studio_shows_the_draft_and_rejects_it_with_guidance(monkeypatch, cl
     page = f"/admin/runs/escalation/{escalation.pk}/change/"
 
     shown = client.get(page).content.decode()
-    assert "Approve and send as drafted" in shown and h.VENDOR_EMAIL in shown
-    response = client.post(page, {"_approval": "reject", "answer": "Ask about the portal instead."})
+    assert "Approve and send" in shown and "Edit and send" in shown and h.VENDOR_EMAIL in shown
+    response = client.post(page, {"_option": "reject", "text": "Ask about the portal instead."})
 
     assert response.status_code == 302
     escalation.refresh_from_db()
@@ -353,13 +355,13 @@ def test_with_a_guardrail_model_the_edit_is_judged_by_it_and_its_block_refuses_t
         server.enqueue(completion(content='{"allow": true, "reason": "polite"}'))
 
         with pytest.raises(approvals.EditRefused, match="pressures the vendor"):
-            approvals.edit(escalation, text="Send the W-9 today, no excuses.", via="api")
-        approvals.edit(escalation, text="Could you send the W-9 when you can?", via="api")
+            answers.answer(option="edit", escalation=escalation, text="Send the W-9 today, no excuses.", via="api")
+        answers.answer(option="edit", escalation=escalation, text="Could you send the W-9 when you can?", via="api")
 
     assert [r["messages"][1]["content"] for r in server.requests][0].count("no excuses") == 1
     assert JournalEntry.objects.filter(run=run, kind=JournalKind.MODEL_CALL, model_provider="openai").count() == 2
     entry = JournalEntry.objects.get(run=run, kind=JournalKind.APPROVAL)
-    assert entry.data["guardrail"]["model"].startswith("gpt-4o-mini")
+    assert entry.data["guardrail"]["allowed"] is True  # the model judged it before the answer was taken
     run.refresh_from_db()
     assert run.lease_owner is None  # the review's lease is given back
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.PENDING
@@ -372,6 +374,6 @@ def test_a_draft_of_a_run_that_ended_is_not_approved(monkeypatch):
     Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
 
     with pytest.raises(ValueError, match="the run has ended"):
-        approvals.approve(_open_approval(run), via="api")
+        answers.answer(option="approve", escalation=_open_approval(run), via="api")
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.AWAITING_APPROVAL
     assert SandboxMessage.objects.count() == 0

@@ -81,5 +81,5 @@ def test_the_invoice_chasers_golden_case_edits_its_first_reminder_and_later_ones
     assert result.passed, result.reasons
     assert result.metrics["approvals"] == {"edited": 1}
     first, *later = OutboxMessage.objects.filter(run_id=result.run_id).order_by("id")
-    assert SandboxMessage.objects.get(idem_key=first.idem_key).payload["body"] == case["approvals"][0]["text"]
+    assert SandboxMessage.objects.get(idem_key=first.idem_key).payload["body"] == case["approvals"][0]["text"].strip()
     assert later and all(row.status == OutboxStatus.SENT for row in later)  # the thanks went out unasked
