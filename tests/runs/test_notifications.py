@@ -6,7 +6,7 @@ import time_machine
 from django.db import connection, transaction
 
 from connectors import identities
-from runs import dispatch, escalations, leases, notifications, outbox
+from runs import answers, dispatch, escalations, leases, notifications, outbox
 from runs.models import Escalation, EscalationRoute, OutboxMessage, Run
 from tests.connectors.conftest import (
     BOT_TOKEN,
@@ -74,7 +74,10 @@ def test_a_new_escalation_is_announced_once_by_email_and_on_slack_with_its_optio
     body = post.json()
     assert body["channel"] == OPS_CHANNEL and "Pay the $25 fee?" in body["text"]
     buttons = body["blocks"][1]["elements"]
-    assert [button.get("value") for button in buttons] == [f"{escalation.pk}:yes", f"{escalation.pk}:no", None]
+    escalation.refresh_from_db()
+    typed = [f"{escalation.pk}:{option['name']}" for option in escalation.options]
+    assert "resume" in [option["name"] for option in escalation.options]  # the typed options, one button each
+    assert [button.get("value") for button in buttons] == [*typed, None]
     assert buttons[-1]["url"].endswith(f"/runs/escalation/{escalation.pk}/change/")
     rows = OutboxMessage.objects.filter(escalation=escalation)
     assert sorted(rows.values_list("channel", "status", "run_id")) == [("email", "sent", None), ("slack", "sent", None)]
@@ -158,7 +161,7 @@ def test_an_answered_escalation_is_not_announced_again(routed, slack_server):  #
     with time_machine.travel(start, tick=False):
         escalation = _open(run)
         dispatch.dispatch_due()
-        escalations.answer(escalation, answer="yes", via="admin")
+        answers.answer(escalation, option="resume", via="admin")
     with time_machine.travel(start + timedelta(days=1), tick=False):
         dispatch.dispatch_due()
 
