@@ -35,7 +35,7 @@ REAP_BATCH = 100
 # Candidates: walks the partial index episode_due (status='queued', by due_at), so the cost follows the
 # number of due episodes, not the number of sleeping runs. Runs with a live lease (being advanced) or a task
 # already waiting (advance_enqueued_at) are left out, so a backed-up queue is not fed the same runs again.
-# Params: queue.mark_params(), skip (run ids failed earlier in this pass), limit.
+# Params: queue.mark_params(), skip (run ids already claimed or failed in this pass), limit.
 DUE_RUNS_SQL = f"""
 SELECT e.run_id, min(e.due_at) AS first_due
   FROM runs_episode e
@@ -89,12 +89,13 @@ def dispatch_due(*, batch: int = BATCH, budget_s: float | None = None) -> int:
     """
     budget = queue.slice_seconds() if budget_s is None else budget_s
     deadline = time.monotonic() + budget
-    enqueued, failed = 0, []
+    enqueued, seen = 0, []
     _notify_escalations(budget_s=budget / 4)
     while True:
-        claimed, failures = _claim_and_enqueue(batch=batch, skip=failed)
+        # A run claimed (or failed) once in this pass is not taken again in it, whatever its mark says.
+        claimed, failures = _claim_and_enqueue(batch=batch, skip=seen)
         enqueued += len(claimed) - len(failures)
-        failed += failures
+        seen += claimed
         # Rows skipped as locked shorten a batch too: only an empty one means nothing is left.
         if not claimed or time.monotonic() >= deadline:
             return enqueued

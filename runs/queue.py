@@ -34,8 +34,9 @@ ADVANCE_TASK = "runs.tasks.advance_run"
 # django-q2's task timeout, so it ends well before the cluster kills it.
 SLICE_SHARE_OF_TIMEOUT = 1 / 3
 
-# Seconds allowed between the database clock (the mark) and the workers' clock (django-q2's queue rows).
-CLOCK_SKEW_SECONDS = 5
+# Seconds allowed between the database clock (the mark) and the app servers' clock (django-q2's queue rows):
+# a mark is taken for lost only when no row is younger than it by more than this.
+CLOCK_SKEW_SECONDS = 60
 
 # True while run `r` has a task waiting: its mark is younger than `retry` and the queue holds a row that can
 # be behind it. The ORM broker stores a waiting row with lock = its enqueue time and a taken one with lock = the

@@ -186,6 +186,15 @@ def test_a_task_lost_before_it_cleared_its_mark_is_replaced_at_the_next_dispatch
     assert queued_run_ids() == [run.pk]
 
 
+def test_a_pass_claims_a_run_once_even_when_its_mark_looks_lost(monkeypatch):
+    # App servers' clocks far behind the database's: every fresh mark looks unbacked by a queue row.
+    monkeypatch.setattr(queue, "mark_params", lambda: {"stale_secs": 420, "backed_secs": -10**6})
+    run = _run_due()
+
+    assert dispatch.dispatch_due(budget_s=5) == 1
+    assert queued_run_ids() == [run.pk]
+
+
 def test_a_mark_backed_by_a_task_another_worker_has_taken_still_holds_the_run_back():
     from django_q.models import OrmQ
 
