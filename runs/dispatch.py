@@ -63,7 +63,7 @@ locked AS (
      ORDER BY r.id
        FOR NO KEY UPDATE OF r SKIP LOCKED
 )
-UPDATE runs_run r SET advance_enqueued_at = statement_timestamp()
+UPDATE runs_run r SET advance_enqueued_at = %(now)s
   FROM locked JOIN due ON due.run_id = locked.id
  WHERE r.id = locked.id
 RETURNING r.id, due.first_due

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 from django_q.tasks import async_task
 
 from runs.models import Run
@@ -34,9 +35,9 @@ ADVANCE_TASK = "runs.tasks.advance_run"
 # django-q2's task timeout, so it ends well before the cluster kills it.
 SLICE_SHARE_OF_TIMEOUT = 1 / 3
 
-# Seconds allowed between the database clock (the mark) and the app servers' clock (django-q2's queue rows):
-# a mark is taken for lost only when no row is younger than it by more than this.
-CLOCK_SKEW_SECONDS = 60
+# Marks are stamped with the app server's clock, as django-q2 stamps its queue rows (a row is stamped after
+# its mark, in the same transaction); this allows for app servers' clocks differing among themselves.
+CLOCK_SKEW_SECONDS = 5
 
 # True while run `r` has a task waiting: its mark is younger than `retry` and the queue holds a row that can
 # be behind it. The ORM broker stores a waiting row with lock = its enqueue time and a taken one with lock = the
@@ -51,7 +52,7 @@ WAITING_MARK_SQL = """(r.advance_enqueued_at IS NOT NULL
 # waiting mark as it is, and says whether a task must be queued.
 MARK_ONE_SQL = f"""
 UPDATE runs_run target
-   SET advance_enqueued_at = CASE WHEN old.stale THEN statement_timestamp() ELSE old.advance_enqueued_at END
+   SET advance_enqueued_at = CASE WHEN old.stale THEN %(now)s ELSE old.advance_enqueued_at END
   FROM (SELECT r.id, r.advance_enqueued_at, NOT {WAITING_MARK_SQL} AS stale
           FROM runs_run r WHERE r.id = %(run_id)s FOR NO KEY UPDATE) old
  WHERE target.id = old.id
@@ -101,11 +102,11 @@ def mark_started(run_id: int) -> None:
         )
 
 
-def mark_params() -> dict[str, int]:
-    """WAITING_MARK_SQL's parameters. A mark counts at most `retry` + a minute: django-q2 hands an
-    unacknowledged task out again after `retry`."""
+def mark_params() -> dict:
+    """WAITING_MARK_SQL's parameters, and `now` to stamp a new mark with. A mark counts at most `retry` + a
+    minute: django-q2 hands an unacknowledged task out again after `retry`."""
     retry = int(settings.Q_CLUSTER["retry"])
-    return {"stale_secs": retry + 60, "backed_secs": CLOCK_SKEW_SECONDS}
+    return {"stale_secs": retry + 60, "backed_secs": CLOCK_SKEW_SECONDS, "now": timezone.now()}
 
 
 def slice_seconds() -> float:
