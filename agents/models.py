@@ -13,6 +13,11 @@ class Organization(models.Model):
     sandbox = models.BooleanField(
         default=False, help_text="Sends are only stored (simulations, the demo); only these hold sandbox identities."
     )
+    # Studio users who work for this organization; staff who are not superusers see only their organizations.
+    staff = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="staff_organizations",
+        help_text="Studio users who see this organization (superusers see every organization).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
