@@ -9,6 +9,7 @@ Simulation but proves nothing for publishing.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.models import AgentVersion, Organization
-from simulator import sim_org
+from simulator import lanes, sim_org
 from simulator.models import EvalCase, EvalCaseKind, EvalCaseStatus, Scorecard, Simulation, SimulationStatus
 
 logger = logging.getLogger(__name__)
@@ -62,8 +63,11 @@ def run(
     seed: int = 0,
     weeks: int | None = None,
     progress: Progress | None = None,
+    jobs: int = 1,
 ) -> Simulation:
-    """Simulate `cases` one after another; returns the finished Simulation with each case's result dict.
+    """Simulate `cases` (in `jobs` processes when above 1); returns the finished Simulation with each case's result.
+
+    Each result carries `wall_seconds`, the case's own wall time.
 
     A case the engine crashes on counts as failed (with the error as its
     reason) and marks the simulation `error`, so a broken engine never
@@ -75,12 +79,16 @@ def run(
     simulation = Simulation.objects.create(
         version=version, organization=sim_organization, seed=seed, weeks=weeks, status=SimulationStatus.RUNNING
     )
-    results, crashed = [], False
-    for index, case in enumerate(cases):
-        result = _run_case(version, case, organization=sim_organization, seed=seed, weeks=weeks,
-                           progress=_case_progress(progress, index=index, count=len(cases), name=case["name"]))
-        crashed |= result.pop("crashed", False)
-        results.append(result)
+    if jobs > 1 and len(cases) > 1:
+        results = lanes.run_cases(run_case, version, cases, organization=sim_organization, seed=seed,
+                                  weeks=weeks, jobs=jobs, progress=progress)
+    else:
+        results = [
+            run_case(version, case, organization=sim_organization, seed=seed, weeks=weeks,
+                     progress=_case_progress(progress, index=index, count=len(cases), name=case["name"]))
+            for index, case in enumerate(cases)
+        ]
+    crashed = any([result.pop("crashed", False) for result in results])
     if progress is not None:
         progress(len(cases), len(cases), "", 1.0)
     passed = bool(results) and all(result["passed"] for result in results)
@@ -100,10 +108,11 @@ def score(
     seed: int = 0,
     weeks: int | None = None,
     progress: Progress | None = None,
+    jobs: int = 1,
 ) -> Scorecard:
     """Simulate every case that counts for `version` and save the Scorecard the gate will read."""
     simulation = run(version, cases=cases_for(version), organization=organization, seed=seed, weeks=weeks,
-                     progress=progress)
+                     progress=progress, jobs=jobs)
     summary = build(simulation.results, weeks=weeks)
     return Scorecard.objects.create(
         version=version, config_hash=version.config_hash, passed=summary["passed"], cases=summary["cases"],
@@ -114,7 +123,7 @@ def score(
 def build(results: list[dict], *, weeks: int | None = None) -> dict:
     """Scorecard fields from case result dicts: {passed, cases, metrics}. No cases is a failure: nothing was shown."""
     cases = [
-        {key: result.get(key) for key in ("name", "kind", "passed", "reasons", "metrics", "run_id")}
+        {key: result.get(key) for key in ("name", "kind", "passed", "reasons", "metrics", "run_id", "wall_seconds")}
         for result in results
     ]
     metrics = aggregate([case["metrics"] or {} for case in cases])
@@ -172,19 +181,23 @@ def latest(version: AgentVersion, *, config_hash: str | None = None) -> Scorecar
     )
 
 
-def _run_case(version: AgentVersion, case: dict, *, organization: Organization, seed: int, weeks: int | None,
-              progress: Callable[..., None] | None) -> dict:
+def run_case(version: AgentVersion, case: dict, *, organization: Organization, seed: int, weeks: int | None,
+             progress: Callable[..., None] | None = None) -> dict:
+    """One case's result dict (a crash is a failed case with `crashed`), with its wall time in `wall_seconds`."""
     from simulator import engine  # imported on use: the engine pulls in the whole runtime
 
     spec = {key: value for key, value in case.items() if key != "kind"}
+    started = time.perf_counter()
     try:
         result = engine.run_case(version, spec, organization=organization, seed=seed, weeks=weeks, progress=progress)
     except Exception as error:  # noqa: BLE001 - one broken case must not hide the others' results
         logger.exception("simulation of %s case %s crashed", version, case["name"])
-        return {"name": case["name"], "kind": case.get("kind"), "passed": False, "crashed": True,
-                "reasons": [f"simulation error: {type(error).__name__}: {error}"], "metrics": {},
-                "run_id": None, "timeline": []}
-    return {**result.as_dict(), "kind": case.get("kind")}
+        result = {"name": case["name"], "passed": False, "crashed": True,
+                  "reasons": [f"simulation error: {type(error).__name__}: {error}"], "metrics": {},
+                  "run_id": None, "timeline": []}
+    else:
+        result = result.as_dict()
+    return {**result, "kind": case.get("kind"), "wall_seconds": round(time.perf_counter() - started, 4)}
 
 
 def _case_progress(progress: Progress | None, *, index: int, count: int, name: str) -> Callable[..., None] | None:
