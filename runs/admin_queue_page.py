@@ -32,8 +32,12 @@ TEXT_LABELS = {
     "mark_done": "Evidence: how you know it is done (optional)",
 }
 CONFIRM_BUTTONS = {"not_sent": "Confirm and send it again"}
-# Context keys the page shows in their own panels.
-PANELLED = {"draft", "provider_lookup", "outbox_message_id"}
+# Context keys the page shows in their own panel, by kind (the draft, the send in doubt, the blocked message).
+PANELLED = {
+    "approval": {"draft", "outbox_message_id"},
+    "uncertain_send": {"provider_lookup", "outbox_message_id", "payload", "tool"},
+    "guardrail_block": {"payload", "recipient", "tool"},
+}
 
 
 class AnswerForm(forms.Form):
@@ -153,9 +157,9 @@ def preview_fields(values: QueryDict) -> list[tuple[str, str]]:
 
 def context_items(escalation: Escalation) -> list[tuple[str, str, bool]]:
     """The escalation's context as (key, shown value, shown as a block) rows, panelled keys left out."""
-    rows = []
+    rows, panelled = [], PANELLED.get(escalation.kind, set())
     for key, value in (escalation.context or {}).items():
-        if key in PANELLED:
+        if key in panelled:
             continue
         if isinstance(value, dict | list):
             rows.append((key.replace("_", " "), json.dumps(value, indent=2, ensure_ascii=False, default=str), True))

@@ -189,6 +189,22 @@ def test_the_page_shows_the_context_and_the_runs_recent_messages_inbound_and_out
         assert f'id="option-{option}"' in page, option
 
 
+def test_a_guardrail_block_shows_the_blocked_message_and_send_anyway_sends_it_as_an_override():
+    blocked = _question(kind="guardrail_block", prompt="The guardrail blocked a message", context={
+        "tool": "send_email", "recipient": h.VENDOR_EMAIL, "rule": "promise",
+        "payload": {"subject": "Payment", "body": "We will pay your invoice today."}})
+    client = _client(_user("sam", organizations=[blocked.organization]))
+
+    page = client.get(_page(blocked)).content.decode()
+    panel = page[page.index('id="blocked-message"'):page.index('id="escalation-context"')]
+    assert "We will pay your invoice today." in panel and h.VENDOR_EMAIL in panel
+    client.post(_page(blocked), {"_option": "send_anyway"})
+
+    [woken] = Episode.objects.filter(run=blocked.run, kind="human_answer")
+    assert woken.payload["human_send"]["override"] is True
+    assert woken.payload["human_send"]["payload"]["body"] == "We will pay your invoice today."
+
+
 def test_guide_agent_wakes_the_run_with_the_guidance():
     question = _question()
     client = _client(_user("sam", organizations=[question.organization]))
