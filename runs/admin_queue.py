@@ -53,6 +53,9 @@ class EscalationAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     def get_ordering(self, request: HttpRequest) -> list:
         return review_queue.queue_order()
 
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        return super().changelist_view(request, {"title": "Review queue: escalations", **(extra_context or {})})
+
     # The list's columns --------------------------------------------------------------------------------------
 
     @admin.display(description="age", ordering="created_at")

@@ -101,14 +101,15 @@ def answer_cards(escalation: Escalation, *, posted: str | None, values: QueryDic
 
 def _inputs(option: answer_options.Option, *, roles: list[str], tasks: list[tuple[str, str]]) -> list[Input]:
     text_label = TEXT_LABELS.get(option.name, "Text (required)" if option.needs_text else "Note (optional)")
-    inputs = [Input("text", text_label, "textarea" if option.needs_text else "text", required=option.needs_text)]
+    text = Input("text", text_label, "textarea" if option.needs_text else "text", required=option.needs_text)
+    inputs = [text] if option.needs_text else []
     for name, hint in option.data.items():
         if name == "role" and len(roles) > 1:
             inputs.append(Input("role", "Contact", "select", [("", "the one the escalation is about"),
                                                               *[(role, role) for role in roles]], help=hint))
         elif name == "channel":
             choices = REPLY_CHANNELS if option.name == "reply_to_contact" else CHANNELS
-            default = [("", "the contact's preferred")] if "default" in hint else []
+            default = [("", "default")] if "default" in hint else []
             inputs.append(Input("channel", "Channel", "select", [*default, *choices], help=hint))
         elif name == "channels":
             inputs.append(Input("channels", "Channels", "checkboxes", CHANNELS, help=hint))
@@ -117,7 +118,8 @@ def _inputs(option: answer_options.Option, *, roles: list[str], tasks: list[tupl
                                 help=hint))
         elif name in ("address", "subject"):
             inputs.append(Input(name, name.capitalize(), "text", required="required" in hint, help=hint))
-    return inputs
+    # Words that are the answer come first; an optional note after what the option needs.
+    return inputs if option.needs_text else [*inputs, text]
 
 
 def require_text(escalation: Escalation, *, option: str, text: str) -> None:
