@@ -98,7 +98,10 @@ class EscalationAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
                 claimed += 1
             except escalations.ClaimRefused as error:
                 refused.append(str(error))
-        self._report(request, f"Claimed {claimed}.", refused)
+        if refused:
+            self.message_user(request, f"Claimed {claimed}. Not claimed: {'; '.join(refused)}.", messages.WARNING)
+        else:
+            self.message_user(request, f"Claimed {claimed}.", messages.SUCCESS)
 
     @admin.action(description="Unassign the selected", permissions=["change"])
     def unassign_selected(self, request: HttpRequest, queryset) -> None:
@@ -119,12 +122,6 @@ class EscalationAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
         level = messages.SUCCESS if tally.done and len(tally.done) == queryset.count() else messages.WARNING
         self.message_user(request, tally.summary(), level)
 
-    def _report(self, request: HttpRequest, done: str, refused: list[str]) -> None:
-        if refused:
-            self.message_user(request, f"{done} Not claimed: {'; '.join(refused)}.", messages.WARNING)
-        else:
-            self.message_user(request, done, messages.SUCCESS)
-
     # The escalation's page -----------------------------------------------------------------------------------
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
@@ -141,7 +138,7 @@ class EscalationAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
             if response is not None:
                 return response
             escalation = self.get_object(request, unquote(object_id))
-        return self._render(request, escalation, posted=posted, preview=preview, status=200)
+        return self._render(request, escalation, posted=posted, preview=preview)
 
     def _act(self, request: HttpRequest, escalation: Escalation):
         """(a redirect once something was done, or None; the option posted; a preview to confirm)."""
@@ -186,8 +183,8 @@ class EscalationAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
             return HttpResponseRedirect(add_preserved_filters({"preserved_filters": preserved, "opts": self.opts}, url))
         return HttpResponseRedirect(url + "?status=open")
 
-    def _render(self, request: HttpRequest, escalation: Escalation, *, posted: str | None, preview: dict | None,
-                status: int) -> HttpResponse:
+    def _render(self, request: HttpRequest, escalation: Escalation, *, posted: str | None,
+                preview: dict | None) -> HttpResponse:
         can_change = self.has_change_permission(request, escalation)
         run = escalation.run
         context = {
@@ -205,10 +202,8 @@ class EscalationAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
             "recent_messages": review_queue.recent_messages(run) if run is not None else [],
             "cards": answer_cards(escalation, posted=posted, values=request.POST) if can_change else [],
             "preview": preview, "preview_fields": preview_fields(request.POST) if preview else [],
-            "changelist_url": reverse("admin:runs_escalation_changelist"),
-            "preserved_filters": self.get_preserved_filters(request),
         }
-        return TemplateResponse(request, self.review_template, context, status=status)
+        return TemplateResponse(request, self.review_template, context)
 
 
 def done_message(escalation: Escalation, option: str) -> str:

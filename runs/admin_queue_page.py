@@ -88,6 +88,8 @@ def answer_cards(escalation: Escalation, *, posted: str | None, values: QueryDic
         if escalation.run_id else []
     tasks = list(Task.objects.filter(run_id=escalation.run_id, status=TaskStatus.OPEN).values_list("key", "title")) \
         if escalation.run_id else []
+    if (escalation.context or {}).get("task_key"):
+        tasks = [("", "the task the escalation is about"), *tasks]
     cards = []
     for option in answer_options.fitting(escalation):
         inputs = _inputs(option, roles=roles, tasks=tasks)
@@ -114,8 +116,8 @@ def _inputs(option: answer_options.Option, *, roles: list[str], tasks: list[tupl
         elif name == "channels":
             inputs.append(Input("channels", "Channels", "checkboxes", CHANNELS, help=hint))
         elif name == "task_key" and len(tasks) > 1:
-            inputs.append(Input("task_key", "Task", "select", [(key, f"{title} ({key})") for key, title in tasks],
-                                help=hint))
+            inputs.append(Input("task_key", "Task", "select",
+                                [(key, f"{title} ({key})" if key else title) for key, title in tasks], help=hint))
         elif name in ("address", "subject"):
             inputs.append(Input(name, name.capitalize(), "text", required="required" in hint, help=hint))
     # Words that are the answer come first; an optional note after what the option needs.

@@ -108,6 +108,18 @@ def test_the_sla_is_the_agents_escalation_sla_and_breaches_are_marked_and_filter
     assert 'data-sla="breached"' in client.get(_page(breached)).content.decode()
 
 
+def test_the_sla_column_sorts_by_deadline():
+    organization = OrganizationFactory()
+    hourly = s.open_plan()
+    hourly["followup"]["escalation_sla_s"] = 3600
+    later = _question(s.real_run(organization=organization), hours=2)  # 4h SLA: due in 2h
+    sooner = _question(s.real_run(hourly, organization=organization), hours=0.5)  # 1h SLA: due in 30m
+    client = _client(_user("sam", organizations=[organization]))
+
+    assert _listed(client) == [later.pk, sooner.pk]  # oldest first
+    assert _listed(client, "?o=3") == [sooner.pk, later.pk]  # the SLA column (the third, after the checkbox)
+
+
 def test_a_run_less_escalation_gets_the_default_four_hour_sla():
     organization = OrganizationFactory()
     escalations.raise_outage(organization.pk, channel="sms", error="Twilio unreachable")
