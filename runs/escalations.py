@@ -1,4 +1,4 @@
-"""Questions for a human: open, close, resolve (uncertain sends), cancel.
+"""Questions for a human: open, close, resolve (uncertain sends), cancel, and who is working on them (claim).
 
 Opening happens under the worker's lease fence (the caller passes the locked
 run); every escalation stores the typed options that fit it
@@ -145,6 +145,7 @@ def sla_seconds(escalation: Escalation) -> int:
     plan = escalation.run.plan if escalation.run is not None else {}
     sla = ((plan or {}).get("followup") or {}).get("escalation_sla_s")
     return DEFAULT_ESCALATION_SLA_S if sla is None else int(sla)
+
 
 class ClaimRefused(Exception):
     """Someone else holds the escalation, or it is closed; the message names who or what."""

@@ -48,6 +48,7 @@ def with_sla(queryset: QuerySet[Escalation]) -> QuerySet[Escalation]:
 
 
 def in_queue_order(queryset: QuerySet[Escalation]) -> QuerySet[Escalation]:
+    """The rows as the queue lists them, each with its `sla_due_at` (for pages outside the admin's list)."""
     return with_sla(queryset).order_by(*queue_order())
 
 
