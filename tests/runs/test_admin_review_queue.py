@@ -231,6 +231,16 @@ def test_guide_agent_wakes_the_run_with_the_guidance():
     assert Escalation.objects.get(pk=question.pk).status == EscalationStatus.ANSWERED
 
 
+def test_after_an_answer_the_queue_comes_back_with_its_filters():
+    question = _question(kind="stuck", prompt="The model failed")
+    client = _client(_user("sam", organizations=[question.organization]))
+    filtered = "?_changelist_filters=status%3Dopen%26kind%3Dstuck"
+
+    response = client.post(_page(question) + filtered, {"_option": "resume"})
+
+    assert response.status_code == 302 and response["Location"] == QUEUE + "?status=open&kind=stuck"
+
+
 def test_stop_run_cancels_the_run_with_the_reason():
     question = _question()
     client = _client(_user("sam", organizations=[question.organization]))
