@@ -3,10 +3,12 @@ preview and confirmation, refusals, bulk actions, permissions and organization s
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -176,6 +178,34 @@ def test_a_closed_escalation_cannot_be_claimed():
 
     with pytest.raises(escalations.ClaimRefused, match="already cancelled"):
         escalations.claim(question, user=_user("sam"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_people_claiming_at_once_one_wins_and_the_other_is_told_who():
+    question = _question()
+    people = [_user("sam"), _user("kim")]
+    barrier, results = threading.Barrier(2), {}
+
+    def claim(user: User) -> None:
+        barrier.wait()
+        try:
+            escalations.claim(Escalation.objects.get(pk=question.pk), user=user)
+            results[user.username] = "claimed"
+        except escalations.ClaimRefused as refused:
+            results[user.username] = str(refused)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim, args=(user,)) for user in people]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    winner = Escalation.objects.get(pk=question.pk).assignee.username
+    loser = next(name for name in results if name != winner)
+    assert results[winner] == "claimed"
+    assert results[loser] == f"escalation {question.pk} is claimed by {winner}; ask them, or unassign it first"
 
 
 # The page: context, recent messages, buttons --------------------------------------------------------------------
