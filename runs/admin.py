@@ -1,20 +1,20 @@
-"""The Studio's runtime screens: runs, episodes, journal, outbox (read-only) and the escalation inbox."""
+"""The Studio's runtime screens: runs, episodes, journal, outbox (read-only) and escalation routes.
+
+The escalation review queue is runs.admin_queue (imported here so the admin registers it).
+"""
 
 from django import forms
 from django.contrib import admin, messages
-from django.http import HttpRequest, HttpResponseRedirect
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from runs import answers, cancellation, escalation_routes, escalations, events
+from runs import admin_queue, cancellation, escalation_routes  # noqa: F401 (admin_queue registers the queue)
 from runs.models import (
     Contact,
     Episode,
-    Escalation,
-    EscalationKind,
     EscalationRoute,
-    EscalationStatus,
     JournalEntry,
     OutboxMessage,
     Run,
@@ -137,90 +137,6 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     search_fields = ["=run__id", "recipient", "idem_key", "provider_message_id"]
     list_select_related = ["run"]
     raw_id_fields = ["run", "episode"]
-
-
-CHANNELS = [("email", "email"), ("sms", "SMS"), ("voice", "voice"), ("slack", "Slack")]
-
-
-class AnswerForm(forms.Form):
-    """The text and data an option may need (runs.answer_options); the pressed button names the option."""
-
-    text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
-                           help_text="The answer, guidance for the agent, the reply, or the reason.")
-    role = forms.CharField(required=False, help_text="The contact's role, when the escalation names none.")
-    channel = forms.ChoiceField(required=False, choices=[("", "—"), *CHANNELS])
-    channels = forms.MultipleChoiceField(required=False, choices=CHANNELS, widget=forms.CheckboxSelectMultiple,
-                                         help_text="stop_contacting: none ticked means every channel.")
-    address = forms.CharField(required=False, help_text="use_contact: the new email address or phone number.")
-    task_key = forms.CharField(required=False)
-    subject = forms.CharField(required=False, help_text="reply_to_contact by email.")
-    confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
-
-    def answer_data(self) -> dict:
-        data = {name: value for name in ("role", "channel", "address", "task_key", "subject")
-                if (value := self.cleaned_data.get(name))}
-        if self.cleaned_data.get("channels"):
-            data["channels"] = list(self.cleaned_data["channels"])
-        if self.cleaned_data.get("confirm"):
-            data["confirm"] = True
-        return data
-
-
-@admin.register(Escalation)
-class EscalationAdmin(ReadOnlyAdmin):
-    """The escalation inbox: open questions first; answer or resolve from the change page."""
-
-    list_display = ["id", "organization", "kind", "channel", "status", "run", "short_prompt", "created_at"]
-    list_filter = ["status", "kind", "channel", "organization"]
-    search_fields = ["=id", "=run__id", "prompt"]
-    list_select_related = ["organization", "run"]
-    raw_id_fields = ["run", "episode", "outbox_message"]
-    ordering = ["status", "-created_at"]
-    change_form_template = "admin/runs/escalation/change_form.html"
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return request.user.has_perm("runs.change_escalation")
-
-    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
-        return [field.name for field in Escalation._meta.fields]
-
-    @admin.display(description="prompt")
-    def short_prompt(self, escalation: Escalation) -> str:
-        return escalation.prompt[:80]
-
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
-        escalation = self.get_object(request, object_id)
-        form = AnswerForm(request.POST or None)
-        preview = None
-        if escalation is not None and request.method == "POST":
-            response, preview = self._settle(request, escalation, form)
-            if response is not None:
-                return response
-            # Refused or closed: show the page again with the message, never the ModelForm's save path.
-            request.method = "GET"
-        extra_context = {**(extra_context or {}), "answer_form": form, "preview": preview,
-                         "is_open": escalation is not None and escalation.status == EscalationStatus.OPEN,
-                         "is_uncertain_send": escalation is not None
-                         and escalation.kind == EscalationKind.UNCERTAIN_SEND,
-                         "is_approval": escalation is not None and escalation.kind == EscalationKind.APPROVAL}
-        return super().change_view(request, object_id, form_url, extra_context)
-
-    def _settle(self, request: HttpRequest, escalation: Escalation, form: AnswerForm):
-        """(a redirect once acted on, or None; the reply preview to confirm, or None)."""
-        option = request.POST.get("_option") or request.POST.get("_resolve") or ""
-        if not form.is_valid():
-            return None, None
-        try:
-            answers.answer(escalation, option=option, text=form.cleaned_data["text"], data=form.answer_data(),
-                           by_user=request.user, via="admin")
-        except answers.AnswerRefused as refused:
-            self.message_user(request, refused.message, messages.WARNING if refused.preview else messages.ERROR)
-            return None, refused.preview
-        except (escalations.EscalationClosed, cancellation.RunNotOpen, events.RunEnded) as error:
-            self.message_user(request, str(error), messages.ERROR)
-            return None, None
-        self.message_user(request, f"Escalation {escalation.pk}: {option} done.", messages.SUCCESS)
-        return HttpResponseRedirect(reverse("admin:runs_escalation_changelist") + "?status__exact=open"), None
 
 
 class EscalationRouteForm(forms.ModelForm):

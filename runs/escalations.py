@@ -1,4 +1,4 @@
-"""Questions for a human: open, close, resolve (uncertain sends), cancel.
+"""Questions for a human: open, close, resolve (uncertain sends), cancel, and who is working on them (claim).
 
 Opening happens under the worker's lease fence (the caller passes the locked
 run); every escalation stores the typed options that fit it
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Q
 
 from agents.models import ApiKey, Organization
 from runs import answer_options, clock, events
@@ -145,6 +146,31 @@ def sla_seconds(escalation: Escalation) -> int:
     sla = ((plan or {}).get("followup") or {}).get("escalation_sla_s")
     return DEFAULT_ESCALATION_SLA_S if sla is None else int(sla)
 
+
+class ClaimRefused(Exception):
+    """Someone else holds the escalation, or it is closed; the message names who or what."""
+
+
+def claim(escalation: Escalation, *, user) -> Escalation:
+    """Assign the open escalation to `user` (the review queue's "claim"); a no-op when they hold it already.
+
+    A conditional UPDATE: of two people claiming at once, one wins and the other is told who did.
+    """
+    claimed = Escalation.objects.filter(pk=escalation.pk, status=EscalationStatus.OPEN).filter(
+        Q(assignee__isnull=True) | Q(assignee=user)).update(assignee=user, assigned_at=clock.wall_now())
+    current = Escalation.objects.select_related("assignee").get(pk=escalation.pk)
+    if not claimed:
+        if current.status != EscalationStatus.OPEN:
+            raise ClaimRefused(f"escalation {current.pk} is already {current.status}: nothing to claim")
+        holder = current.assignee.get_username() if current.assignee else "someone else"
+        raise ClaimRefused(f"escalation {current.pk} is claimed by {holder}; ask them, or unassign it first")
+    return current
+
+
+def unassign(escalation: Escalation) -> Escalation:
+    """Put the escalation back in the queue for anyone (a claim left behind by someone away)."""
+    Escalation.objects.filter(pk=escalation.pk).update(assignee=None, assigned_at=None)
+    return Escalation.objects.get(pk=escalation.pk)
 
 
 def resolve(
