@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from runs import answer_options, answers, clock, events, journal
+from runs import answer_options, answers, attention, clock, events, journal
 from runs.models import Episode, EpisodeStatus, Escalation, EscalationKind, EscalationStatus, JournalKind, Run
 
 
@@ -26,6 +26,9 @@ def retry_episode(episode: Episode, *, by_user) -> Episode:
     """
     if episode.status != EpisodeStatus.FAILED:
         raise NotRetryable(f"episode #{episode.seq} is {episode.status}: only a failed episode can be retried")
+    if not attention.unrecovered_failures(Episode.objects.filter(pk=episode.pk)).exists():
+        raise NotRetryable(f"episode #{episode.seq} was already retried or its run moved on (or ended): "
+                           "see the timeline")
     question = _open_question(episode)
     if question is not None:
         answers.answer(question, option="retry", by_user=by_user, via="admin")
