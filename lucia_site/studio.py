@@ -15,6 +15,7 @@ class StudioSite(admin.AdminSite):
         return [path("apps/", self.admin_view(self.app_index_all), name="apps")] + super().get_urls()
 
     def index(self, request: HttpRequest, extra_context=None) -> HttpResponse:
+        # Imported on use: this module loads with the app registry, before models can be imported.
         from lucia_site import dashboard
 
         return dashboard.render(request, site=self)
