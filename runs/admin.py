@@ -14,7 +14,7 @@ from django.utils.html import format_html
 from agents.staff import OrganizationScopedAdmin
 from runs import answers, attention, cancellation, escalation_routes, escalations, events
 from runs.admin_run_filters import AttentionFilter, WaitingOnHumanFilter, WorkFilter
-from runs.admin_run_operations import CancelForm, EventForm, RescheduleForm, RunOperations
+from runs.admin_run_operations import CancelForm, EventForm, RunOperations
 from runs.models import (
     Contact,
     Episode,
@@ -129,7 +129,8 @@ class RunAdmin(OrganizationScopedAdmin, RunOperations, ReadOnlyAdmin):
                              "last_heartbeat": self.last_heartbeat(run),
                              "failed_episodes": list(attention.unrecovered_failures(run.episodes.all())),
                              "queued_episodes": list(run.episodes.filter(status=EpisodeStatus.QUEUED)),
-                             "reschedule_form": RescheduleForm(), "event_form": EventForm()}
+                             "event_kinds": EventForm.base_fields["kind"].choices,
+                             "event_channels": EventForm.base_fields["channel"].choices}
         return super().change_view(request, object_id, form_url, extra_context)
 
     def timeline_view(self, request: HttpRequest, run_id: int) -> TemplateResponse:
