@@ -5,6 +5,7 @@ from datetime import timedelta
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.utils import display_for_value
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -104,11 +105,11 @@ class RunAdmin(OrganizationScopedAdmin, RunOperations, ReadOnlyAdmin):
         return f"{run.version.agent.slug} v{run.version.number}"
 
     @admin.display(description="last heartbeat")
-    def last_heartbeat(self, run: Run):
+    def last_heartbeat(self, run: Run) -> str:
         # Each heartbeat sets the expiry one lease length ahead (runs.leases.renew), so the last one is read back.
         if run.lease_owner is None or run.lease_expires_at is None:
-            return None
-        return run.lease_expires_at - timedelta(seconds=settings.LUCIA_LEASE_SECONDS)
+            return "-"
+        return display_for_value(run.lease_expires_at - timedelta(seconds=settings.LUCIA_LEASE_SECONDS), "-")
 
     @admin.display(description="timeline")
     def timeline_link(self, run: Run) -> str:
