@@ -23,7 +23,7 @@ if not DEBUG and SECRET_KEY == INSECURE_SECRET_KEY:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "lucia_site.studio.StudioAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
