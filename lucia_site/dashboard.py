@@ -61,13 +61,14 @@ def _escalations(request: HttpRequest, *, now, include_simulated: bool) -> dict:
                                       include_simulated=include_simulated)
     opened = attention.open_escalations(rows, now=now)
     changelist = reverse("admin:runs_escalation_changelist")
-    kinds = [{"summary": summary,
-              "url": _url(changelist, status__exact=EscalationStatus.OPEN, kind__exact=summary.kind)}
+    # The review queue's own filters (runs.admin_queue_filters); it hides simulated work unless asked.
+    queue = {"status": EscalationStatus.OPEN, **({"sim": "include"} if include_simulated else {})}
+    kinds = [{"summary": summary, "url": _url(changelist, **queue, kind=summary.kind)}
              for summary in attention.by_kind(opened)]
     return {
         "escalations_open": len(opened),
         "escalations_breached": sum(item.breached for item in opened),
-        "escalations_url": _url(changelist, status__exact=EscalationStatus.OPEN),
+        "escalations_url": _url(changelist, **queue),
         "escalation_kinds": kinds,
         "oldest_escalations": opened[:LISTED],
     }
