@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents import versions
@@ -84,7 +85,7 @@ class BuilderViews:
 
     # --- views --------------------------------------------------------------------------------------------
 
-    @require_GET
+    @method_decorator(require_GET)
     def diff_view(self, request: HttpRequest, pk: int) -> TemplateResponse:
         version = self._version(request, pk)
         others = self.get_queryset(request).filter(agent_id=version.agent_id).exclude(pk=version.pk)
@@ -109,7 +110,7 @@ class BuilderViews:
         }
         return TemplateResponse(request, "admin/agents/agentversion/diff.html", context)
 
-    @require_POST
+    @method_decorator(require_POST)
     def simulate_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         version = self._version(request, pk)
         if not self.may_build(request, version):
@@ -123,7 +124,7 @@ class BuilderViews:
                               "case(s); a worker runs them, this page shows its progress.", messages.SUCCESS)
         return HttpResponseRedirect(self._change_url(version) + "#lucia-builder")
 
-    @require_GET
+    @method_decorator(require_GET)
     def progress_view(self, request: HttpRequest, pk: int, simulation_pk: int) -> JsonResponse:
         version = self._version(request, pk)
         simulation = get_object_or_404(Simulation, pk=simulation_pk, version=version)
@@ -136,7 +137,7 @@ class BuilderViews:
             "scorecard": card.pk if card else None, "passed": card.passed if card else None,
         })
 
-    @require_http_methods(["GET", "POST"])
+    @method_decorator(require_http_methods(["GET", "POST"]))
     def publish_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         version = self._version(request, pk)
         if not self.may_build(request, version):
@@ -159,7 +160,7 @@ class BuilderViews:
         }
         return TemplateResponse(request, "admin/agents/agentversion/publish_confirm.html", context)
 
-    @require_http_methods(["GET", "POST"])
+    @method_decorator(require_http_methods(["GET", "POST"]))
     def deploy_view(self, request: HttpRequest, pk: int) -> HttpResponse:
         version = self._version(request, pk)
         if not self.may_deploy(request, version):
@@ -176,8 +177,8 @@ class BuilderViews:
             except versions.NotDeployable as refused:
                 self.message_user(request, f"Not deployed: {refused}", messages.ERROR)
             else:
-                self.message_user(request, f"Deployed {version} to {organization.slug}: new runs there use it; "
-                                  "running ones keep their version.", messages.SUCCESS)
+                self.message_user(request, f"Deployed {version.agent.slug} v{version.number} to {organization.slug}: "
+                                  "new runs there use it; running ones keep their version.", messages.SUCCESS)
             return HttpResponseRedirect(self._change_url(version))
         active = {deployment.organization_id: deployment for deployment in Deployment.objects.filter(
             organization__in=choices, agent_id=version.agent_id, active=True).select_related("version")}

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from agents import api_keys, versions
 from agents.models import Agent, AgentVersion, Deployment, VersionStatus
-from simulator.models import Scorecard
+from simulator.models import Scorecard, Simulation, SimulationStatus
 from tests.factories import (
     AgentFactory,
     OrganizationFactory,
@@ -139,8 +139,7 @@ def test_publish_action_without_a_scorecard_is_refused_by_the_gate(staff_client)
     assert "simulate it first" in response.content.decode()
 
 
-def test_simulate_action_makes_a_scorecard(staff_client):
-    pytest.importorskip("simulator.engine")
+def test_simulate_action_queues_a_background_simulation(staff_client):
     draft = draft_version()
 
     response = staff_client.post(
@@ -149,17 +148,10 @@ def test_simulate_action_makes_a_scorecard(staff_client):
         follow=True,
     )
 
-    assert Scorecard.objects.filter(version=draft, config_hash=draft.config_hash).exists()
-    assert "scorecard #" in response.content.decode()
-
-
-def test_save_and_publish_button(staff_client):
-    draft = draft_version()
-    scorecard_for(draft)
-
-    staff_client.post(change_url(draft), {"source": draft.source, "_publish": "Save and publish"})
-
-    assert AgentVersion.objects.get(pk=draft.pk).status == VersionStatus.PUBLISHED
+    simulation = Simulation.objects.get(version=draft)
+    assert simulation.status == SimulationStatus.QUEUED
+    assert not Scorecard.objects.filter(version=draft).exists()  # nothing ran inside the request
+    assert f"simulation #{simulation.pk} queued" in response.content.decode()
 
 
 def test_retire_action(staff_client):
@@ -179,7 +171,8 @@ def test_a_published_version_page_has_no_editable_source(staff_client):
     assert 'name="source"' not in html
     assert "<textarea" not in html
     assert "Ask the vendor for their W-9 politely." in html
-    assert 'name="_publish"' not in html
+    assert 'name="_validate"' not in html
+    assert 'id="lucia-publish"' not in html
 
 
 def test_posting_to_a_published_version_changes_nothing(staff_client):
