@@ -9,6 +9,7 @@ the Simulation behind the scorecard.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from simulator.models import EvalCase, Scorecard
@@ -17,7 +18,7 @@ from simulator.models import EvalCase, Scorecard
 @dataclass
 class Expectation:
     key: str
-    expected: object
+    expected: str  # as the builder would write it in YAML's flow style: true, 3, ["email"]
     passed: bool
     reason: str = ""
 
@@ -45,7 +46,8 @@ def rows_for(scorecard: Scorecard) -> list[CaseRow]:
         expectations = []
         for key, expected in _checked(specs.get(name, {}).get("expect") or {}):
             own = [reason for reason in reasons if reason.startswith(f"{key}:")]
-            expectations.append(Expectation(key=key, expected=expected, passed=not own, reason="; ".join(own)))
+            expectations.append(Expectation(key=key, expected=json.dumps(expected), passed=not own,
+                                            reason="; ".join(own)))
         claimed = {reason for expectation in expectations for reason in expectation.reason.split("; ") if reason}
         rows.append(CaseRow(
             name=name, kind=case.get("kind") or "", passed=bool(case.get("passed")), expectations=expectations,
