@@ -360,7 +360,7 @@ class AgentVersionAdmin(BuilderViews, WritesThroughDomain, SuperuserDeleteMixin,
             return HttpResponseRedirect(change_url)
         return None
 
-    @admin.action(description="Validate", permissions=["view"])
+    @admin.action(description="Validate", permissions=["change"])  # refreshes a draft's stored errors
     def validate(self, request: HttpRequest, queryset) -> None:
         for version in queryset.select_related("agent"):
             result = versions.validate(version)
