@@ -10,13 +10,14 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from agents import api_keys, versions
 from agents.api_auth import may_act_as_organization
-from agents.builder_views import BuilderViews
+from agents.builder_views import BuilderViews, publish_blocker
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
 from agents.staff import scope_with_templates, visible_organizations
 from simulator import gate, scorecards
@@ -384,10 +385,18 @@ class AgentVersionAdmin(BuilderViews, WritesThroughDomain, SuperuserDeleteMixin,
                 self.message_user(request, f"{version}: simulation #{simulation.pk} queued ({simulation.cases_total} "
                                   "case(s)); its page shows the progress and the scorecard.", messages.SUCCESS)
 
-    @admin.action(description="Publish (through the gate)", permissions=["change"])
-    def publish(self, request: HttpRequest, queryset) -> None:
-        for version in queryset.select_related("agent"):
+    @admin.action(description="Publish (through the gate)…", permissions=["change"])
+    def publish(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        chosen = list(queryset.select_related("agent"))
+        if request.POST.get("post") != "yes":  # first ask, like Django's "delete selected"
+            context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": "Publish?",
+                       "versions": [(version, publish_blocker(version, scorecards.latest(version)))
+                                    for version in chosen],
+                       "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME}
+            return TemplateResponse(request, "admin/agents/agentversion/publish_selected.html", context)
+        for version in chosen:
             self._publish_one(request, version)
+        return None
 
     def _publish_one(self, request: HttpRequest, version: AgentVersion) -> None:
         try:

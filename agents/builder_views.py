@@ -156,7 +156,7 @@ class BuilderViews:
         card = scorecards.latest(version)
         context = {
             **self.admin_site.each_context(request), "opts": self.model._meta, "original": version,
-            "title": f"Publish {version}?", "scorecard": card, "blocked": _publish_blocker(version, card),
+            "title": f"Publish {version}?", "scorecard": card, "blocked": publish_blocker(version, card),
         }
         return TemplateResponse(request, "admin/agents/agentversion/publish_confirm.html", context)
 
@@ -201,7 +201,7 @@ class BuilderViews:
         return reverse("admin:agents_agentversion_change", args=[version.pk])
 
 
-def _publish_blocker(version: AgentVersion, card: Scorecard | None) -> str:
+def publish_blocker(version: AgentVersion, card: Scorecard | None) -> str:
     """Why the gate will refuse, known before asking it (the gate still decides): '' when nothing is in the way."""
     if version.status != VersionStatus.DRAFT:
         return f"{version} is {version.status}; only drafts are published."

@@ -105,7 +105,7 @@ def test_publish_action_publishes_a_valid_draft_through_the_gate(staff_client):
 
     response = staff_client.post(
         reverse("admin:agents_agentversion_changelist"),
-        {"action": "publish", "_selected_action": [draft.pk]},
+        {"action": "publish", "_selected_action": [draft.pk], "post": "yes"},
         follow=True,
     )
 
@@ -113,12 +113,25 @@ def test_publish_action_publishes_a_valid_draft_through_the_gate(staff_client):
     assert any("Published" in str(message) for message in get_messages(response.wsgi_request))
 
 
+def test_publish_action_asks_first_and_says_what_the_gate_will_refuse(staff_client):
+    ready, unsimulated = draft_version(), draft_version()
+    scorecard_for(ready)
+
+    response = staff_client.post(reverse("admin:agents_agentversion_changelist"),
+                                 {"action": "publish", "_selected_action": [ready.pk, unsimulated.pk]})
+
+    html = response.content.decode()
+    assert 'id="lucia-confirm-publish-selected"' in html
+    assert "simulate it first" in html and "ready" in html
+    assert AgentVersion.objects.get(pk=ready.pk).status == VersionStatus.DRAFT
+
+
 def test_publish_action_refuses_an_invalid_draft_and_says_why(staff_client):
     draft = draft_version(source="slug: x\n")
 
     response = staff_client.post(
         reverse("admin:agents_agentversion_changelist"),
-        {"action": "publish", "_selected_action": [draft.pk]},
+        {"action": "publish", "_selected_action": [draft.pk], "post": "yes"},
         follow=True,
     )
 
@@ -131,7 +144,7 @@ def test_publish_action_without_a_scorecard_is_refused_by_the_gate(staff_client)
 
     response = staff_client.post(
         reverse("admin:agents_agentversion_changelist"),
-        {"action": "publish", "_selected_action": [draft.pk]},
+        {"action": "publish", "_selected_action": [draft.pk], "post": "yes"},
         follow=True,
     )
 
@@ -301,7 +314,8 @@ def test_template_versions_are_view_only_and_never_published_or_retired_from_the
     staff_client.post(change_url(draft), {"source": agent_source("w9", name="Hacked")})
     for action, version in (("publish", draft), ("retire", published)):
         response = staff_client.post(reverse("admin:agents_agentversion_changelist"),
-                                     {"action": action, "_selected_action": [version.pk]}, follow=True)
+                                     {"action": action, "_selected_action": [version.pk], "post": "yes"},
+                                     follow=True)
         assert any("is a template and read-only" in str(m) for m in get_messages(response.wsgi_request))
 
     assert AgentVersion.objects.get(pk=draft.pk).source == agent_source("w9", name="Edited")
