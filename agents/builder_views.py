@@ -50,12 +50,13 @@ class BuilderViews:
 
     def builder_context(self, request: HttpRequest, version: AgentVersion) -> dict:
         """The version page's builder panel: buttons the user may use, the latest simulation and scorecard."""
-        simulation = Simulation.objects.filter(version=version, queued_at__isnull=False).first()
+        simulation = Simulation.objects.filter(version=version, queued_at__isnull=False).order_by("-id").first()
         card = scorecards.latest(version)
         earlier = None if card else Scorecard.objects.filter(version=version).select_related("simulation").first()
+        may_build = self.may_build(request, version)
         return {
-            "may_build": self.may_build(request, version),
-            "may_publish": self.may_build(request, version) and version.is_editable and not version.agent.is_template,
+            "may_build": may_build,
+            "may_publish": may_build and version.is_editable and not version.agent.is_template,
             "may_deploy": self.may_deploy(request, version),
             "origin": versions.origin_of(version),
             "simulation": simulation,
@@ -93,7 +94,7 @@ class BuilderViews:
         origin = (get_object_or_404(self.get_queryset(request), pk=chosen) if chosen and chosen.isdigit()
                   else versions.origin_of(version))
         if origin is not None and not self.get_queryset(request).filter(pk=origin.pk).exists():
-            origin = None  # a template this copy came from is visible; anything else out of scope is not shown
+            origin = None  # never show a source from outside the user's scope (templates are inside it)
         old = origin.source if origin else ""
         old_name, new_name = (str(origin) if origin else "(nothing)"), str(version)
         side_by_side = difflib.HtmlDiff(tabsize=2, wrapcolumn=90).make_table(
@@ -193,8 +194,10 @@ class BuilderViews:
 
     def _version(self, request: HttpRequest, pk: int) -> AgentVersion:
         version = self.get_queryset(request).select_related("agent__organization").filter(pk=pk).first()
-        if version is None or not self.has_view_permission(request, version):
+        if version is None:
             raise Http404("No such agent version.")
+        if not self.has_view_permission(request, version):
+            raise PermissionDenied
         return version
 
     def _change_url(self, version: AgentVersion) -> str:
