@@ -152,13 +152,6 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
             return field
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def changelist_view(self, request: HttpRequest, extra_context=None):
-        response = super().changelist_view(request, extra_context)
-        action_form = getattr(response, "context_data", {}).get("action_form")
-        if action_form is not None:  # the copy action offers only the user's organizations
-            action_form.fields["organization"].queryset = visible_organizations(request.user)
-        return response
-
     @admin.display(description="organization", ordering="organization__slug")
     def owner(self, agent: Agent) -> str:
         return agent.organization.slug if agent.organization else "template"

@@ -85,23 +85,17 @@ class ScorecardAdmin(ReadOnlyAdmin):
 
 
 @admin.register(EvalCase)
-class EvalCaseAdmin(AgentScopedAdmin):
-    agent_path = "agent"
+class EvalCaseAdmin(admin.ModelAdmin):
     list_display = ["name", "agent", "kind", "status", "version", "approved_by", "created_at"]
     list_filter = ["status", "kind", "agent"]
     list_select_related = ["agent", "version__agent", "approved_by"]
     search_fields = ["name", "agent__slug"]
-    # Only a proposal's spec is tuned here: the case stays with the agent (and organization) it was proposed for.
-    readonly_fields = ["agent", "version", "kind", "status", "approved_by", "created_at"]
+    raw_id_fields = ["agent", "version"]
+    readonly_fields = ["kind", "status", "approved_by", "created_at"]
     actions = ["approve", "reject"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # cases come from the generator or a version's config
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        # A template's cases are decided by superusers only, like every other change to a template.
-        template = obj is not None and obj.agent.is_template
-        return super().has_change_permission(request, obj) and (not template or request.user.is_superuser)
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         # A decided case is evidence; only a proposal's spec may still be tuned before approving it.
@@ -119,10 +113,7 @@ class EvalCaseAdmin(AgentScopedAdmin):
 
     def _decide(self, request: HttpRequest, queryset, *, decide, verb: str) -> None:
         done = 0
-        for case in queryset.select_related("agent"):
-            if not self.has_change_permission(request, case):
-                self.message_user(request, f"{case}: a template's cases are decided by a superuser.", messages.ERROR)
-                continue
+        for case in queryset:
             try:
                 decide(case, user=request.user)
             except generator.CaseDecisionError as refused:
