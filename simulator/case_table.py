@@ -19,7 +19,7 @@ from simulator.models import EvalCase, Scorecard
 class Expectation:
     key: str
     expected: str  # as the builder would write it in YAML's flow style: true, 3, ["email"]
-    passed: bool
+    passed: bool | None  # None: not checked (the case failed before its expectations were looked at)
     reason: str = ""
 
 
@@ -43,12 +43,16 @@ def rows_for(scorecard: Scorecard) -> list[CaseRow]:
     for case in scorecard.cases:
         name = case.get("name") or "?"
         reasons = list(case.get("reasons") or [])
-        expectations = []
+        expectations, claimed = [], set()
         for key, expected in _checked(specs.get(name, {}).get("expect") or {}):
             own = [reason for reason in reasons if reason.startswith(f"{key}:")]
+            claimed.update(own)
+            # The row already names the expectation; its reasons read without repeating it.
             expectations.append(Expectation(key=key, expected=json.dumps(expected), passed=not own,
-                                            reason="; ".join(own)))
-        claimed = {reason for expectation in expectations for reason in expectation.reason.split("; ") if reason}
+                                            reason="; ".join(reason.removeprefix(f"{key}:").strip() for reason in own)))
+        if not case.get("passed") and not claimed:
+            for expectation in expectations:  # a crash or a refused start: nothing was checked
+                expectation.passed = None
         rows.append(CaseRow(
             name=name, kind=case.get("kind") or "", passed=bool(case.get("passed")), expectations=expectations,
             other_reasons=[reason for reason in reasons if reason not in claimed], metrics=case.get("metrics") or {},
