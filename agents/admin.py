@@ -13,12 +13,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 
-from agents import api_keys, versions
+from agents import api_keys, source_editor, versions
 from agents.api_auth import may_act_as_organization
 from agents.builder_views import BuilderViews, publish_blocker
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
+from agents.source_editor import SourceEditor
 from agents.staff import scope_with_templates, visible_organizations
 from simulator import gate, scorecards
 
@@ -210,25 +211,6 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
                                   "simulate and publish it, then deploy.", messages.SUCCESS)
 
 
-def line_gutter(text: str) -> str:
-    """One numbered row per line of `text`: the editor's gutter (static/lucia/builder.js keeps it in step)."""
-    count = max(1, text.count("\n") + 1)
-    return format_html_join("", '<span data-line="{}">{}</span>', ((n, n) for n in range(1, count + 1)))
-
-
-class SourceEditor(forms.Textarea):
-    """The YAML textarea with a line-number gutter; no wrapping, so gutter rows and source lines stay aligned."""
-
-    def __init__(self) -> None:
-        super().__init__(attrs={"rows": 36, "spellcheck": "false", "wrap": "off", "class": "lucia-source",
-                                "id": "id_source", "autocomplete": "off"})
-
-    def render(self, name, value, attrs=None, renderer=None) -> str:
-        textarea = super().render(name, value, attrs, renderer)
-        return format_html('<div class="lucia-editor" data-lucia-editor><div class="lucia-gutter" aria-hidden="true">'
-                           "{}</div>{}</div>", line_gutter(value or ""), textarea)
-
-
 class AgentVersionForm(forms.ModelForm):
     # Kept as written (no strip); only the browser's CRLF line endings are undone.
     source = forms.CharField(widget=SourceEditor, strip=False)
@@ -321,9 +303,7 @@ class AgentVersionAdmin(BuilderViews, WritesThroughDomain, SuperuserDeleteMixin,
 
     @admin.display(description="source")
     def source_text(self, version: AgentVersion) -> str:
-        return format_html('<div class="lucia-editor" data-lucia-editor><div class="lucia-gutter" aria-hidden="true">'
-                           '{}</div><pre class="lucia-source">{}</pre></div>', line_gutter(version.source),
-                           version.source)
+        return source_editor.read_only(version.source)
 
     def _agents(self, request: HttpRequest):
         return Agent.objects.filter(organization__in=visible_organizations(request.user))
