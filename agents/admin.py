@@ -19,7 +19,6 @@ from agents import api_keys, source_editor, versions
 from agents.api_auth import may_act_as_organization
 from agents.builder_views import BuilderViews, publish_blocker
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
-from agents.source_editor import SourceEditor
 from agents.staff import scope_with_templates, visible_organizations
 from simulator import gate, scorecards
 
@@ -213,7 +212,7 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
 
 class AgentVersionForm(forms.ModelForm):
     # Kept as written (no strip); only the browser's CRLF line endings are undone.
-    source = forms.CharField(widget=SourceEditor, strip=False)
+    source = forms.CharField(widget=source_editor.SourceEditor, strip=False)
 
     class Meta:
         model = AgentVersion
