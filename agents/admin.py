@@ -10,13 +10,16 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from agents import api_keys, versions
+from agents import api_keys, source_editor, versions
 from agents.api_auth import may_act_as_organization
+from agents.builder_views import BuilderViews, publish_blocker
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
+from agents.staff import scope_with_templates, visible_organizations
 from simulator import gate, scorecards
 
 
@@ -114,9 +117,6 @@ class VersionInline(admin.TabularInline):
 
 
 class AgentForm(forms.ModelForm):
-    # New agents belong to an organization: templates come only from fixtures/agents/ through `manage.py seed`.
-    organization = forms.ModelChoiceField(queryset=Organization.objects.all())
-
     class Meta:
         model = Agent
         fields = ["organization", "slug", "name", "description"]
@@ -139,6 +139,18 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
     search_fields = ["slug", "name", "organization__slug"]
     inlines = [VersionInline]
     actions = ["copy_into_organization"]
+
+    def get_queryset(self, request: HttpRequest):
+        return scope_with_templates(super().get_queryset(request), request.user)
+
+    def formfield_for_foreignkey(self, db_field, request: HttpRequest, **kwargs):
+        if db_field.name == "organization":
+            # New agents belong to an organization: templates come only from fixtures/agents/ through `seed`.
+            kwargs["queryset"] = visible_organizations(request.user)
+            field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+            field.required, field.empty_label = True, None
+            return field
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="organization", ordering="organization__slug")
     def owner(self, agent: Agent) -> str:
@@ -180,7 +192,7 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
 
     @admin.action(description="Copy into my organization", permissions=["act_as_organization"])
     def copy_into_organization(self, request: HttpRequest, queryset) -> None:
-        organization = Organization.objects.filter(pk=request.POST.get("organization") or None).first()
+        organization = visible_organizations(request.user).filter(pk=request.POST.get("organization") or None).first()
         if organization is None:
             self.message_user(request, "Choose the organization that gets the copy.", messages.ERROR)
             return
@@ -198,25 +210,13 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
                                   "simulate and publish it, then deploy.", messages.SUCCESS)
 
 
-SOURCE_WIDGET = forms.Textarea(
-    attrs={"rows": 40, "spellcheck": "false", "class": "lucia-source",
-           "style": "font-family: ui-monospace, monospace; width: 100%; box-sizing: border-box; tab-size: 2;"}
-)
-
-
 class AgentVersionForm(forms.ModelForm):
     # Kept as written (no strip); only the browser's CRLF line endings are undone.
-    source = forms.CharField(widget=SOURCE_WIDGET, strip=False)
+    source = forms.CharField(widget=source_editor.SourceEditor, strip=False)
 
     class Meta:
         model = AgentVersion
         fields = ["agent", "source"]
-        widgets = {"source": SOURCE_WIDGET}
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        if "agent" in self.fields:  # templates change only through fixtures/agents/ and `manage.py seed`
-            self.fields["agent"].queryset = Agent.objects.filter(organization__isnull=False)
 
     def clean(self) -> dict:
         if self.instance.pk and not self.instance.is_editable:
@@ -230,13 +230,31 @@ class AgentVersionForm(forms.ModelForm):
 
 
 @admin.register(AgentVersion)
-class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+class AgentVersionAdmin(BuilderViews, WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
     form = AgentVersionForm
     list_display = ["agent", "owner", "number", "status", valid_config, "short_hash", "created_at", "published_at"]
     list_filter = ["status", ("agent__organization", admin.EmptyFieldListFilter), "agent__organization", "agent"]
     list_select_related = ["agent__organization"]
     search_fields = ["agent__slug", "agent__organization__slug"]
     actions = ["validate", "simulate", "publish", "retire"]
+
+    class Media:
+        css = {"all": ["lucia/builder.css"]}
+        js = ["lucia/builder.js"]
+
+    def get_queryset(self, request: HttpRequest):
+        return scope_with_templates(super().get_queryset(request), request.user, "agent__organization")
+
+    def formfield_for_foreignkey(self, db_field, request: HttpRequest, **kwargs):
+        if db_field.name == "agent":  # templates change only through fixtures/agents/ and `manage.py seed`
+            kwargs["queryset"] = Agent.objects.filter(organization__in=visible_organizations(request.user))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        version = self.get_object(request, object_id)
+        if version is not None:
+            extra_context = {**(extra_context or {}), **self.builder_context(request, version)}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
         if obj is None:
@@ -262,7 +280,7 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict:
         initial = super().get_changeform_initial_data(request)
-        agent = Agent.objects.filter(pk=request.GET.get("agent") or None).first()
+        agent = self._agents(request).filter(pk=request.GET.get("agent") or None).first()
         latest = versions.latest_version(agent) if agent else None
         if latest is not None:
             initial["source"] = latest.source  # a new draft starts from the latest version
@@ -284,14 +302,17 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
 
     @admin.display(description="source")
     def source_text(self, version: AgentVersion) -> str:
-        return format_html('<pre class="lucia-source" style="white-space: pre; overflow-x: auto;">{}</pre>',
-                           version.source)
+        return source_editor.read_only(version.source)
+
+    def _agents(self, request: HttpRequest):
+        return Agent.objects.filter(organization__in=visible_organizations(request.user))
 
     def save_form(self, request: HttpRequest, form, change: bool) -> AgentVersion:
         source = form.cleaned_data["source"]
         if change:
             return versions.update_draft(form.instance, source=source)
-        return versions.create_draft(form.cleaned_data["agent"], source=source, user=request.user)
+        agent = form.cleaned_data["agent"]
+        return versions.create_draft(agent, source=source, user=request.user, based_on=versions.latest_version(agent))
 
     def response_add(self, request: HttpRequest, obj: AgentVersion, post_url_continue=None) -> HttpResponse:
         return self._after_save(request, obj) or super().response_add(request, obj, post_url_continue)
@@ -300,19 +321,19 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
         return self._after_save(request, obj) or super().response_change(request, obj)
 
     def _after_save(self, request: HttpRequest, version: AgentVersion) -> HttpResponse | None:
-        """Stay on an invalid draft so its errors show above the source; handle "Save and publish"."""
+        """Stay on an invalid draft so its errors show above the source; "Save and validate" stays too."""
         change_url = reverse("admin:agents_agentversion_change", args=[version.pk])
         if not version.is_valid:
             count = len(version.validation_errors)
-            self.message_user(request, f"{version} saved with {count} config error(s), listed above the source.",
-                              messages.WARNING)
+            self.message_user(request, f"{version} saved with {count} config error(s), listed above the source "
+                              "with their lines.", messages.WARNING)
             return HttpResponseRedirect(change_url)
-        if "_publish" in request.POST:
-            self._publish_one(request, version)
+        if "_validate" in request.POST:
+            self.message_user(request, f"{version} saved; its config is valid. Simulate it next.", messages.SUCCESS)
             return HttpResponseRedirect(change_url)
         return None
 
-    @admin.action(description="Validate", permissions=["view"])
+    @admin.action(description="Validate", permissions=["change"])  # refreshes a draft's stored errors
     def validate(self, request: HttpRequest, queryset) -> None:
         for version in queryset.select_related("agent"):
             result = versions.validate(version)
@@ -322,23 +343,32 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
                 problems = "; ".join(str(error) for error in result.errors)
                 self.message_user(request, f"{version}: {len(result.errors)} error(s): {problems}", messages.ERROR)
 
-    @admin.action(description="Simulate (save a scorecard for the gate)", permissions=["change"])
+    @admin.action(description="Simulate in the background (a scorecard for the gate)", permissions=["change"])
     def simulate(self, request: HttpRequest, queryset) -> None:
-        for version in queryset.select_related("agent"):
+        for version in queryset.select_related("agent__organization"):
+            if not self.may_build(request, version):
+                self.message_user(request, f"{version}: templates are simulated by `manage.py seed`.", messages.ERROR)
+                continue
             try:
-                card = scorecards.score(version)
+                simulation = scorecards.request(version, organization=version.agent.organization, user=request.user)
             except scorecards.SimulationError as refused:
                 self.message_user(request, f"{version}: {refused}", messages.ERROR)
-                continue
-            failed = [case["name"] for case in card.cases if not case["passed"]]
-            verdict = "passed" if card.passed else f"FAILED ({', '.join(failed) or card.metrics.get('reason')})"
-            self.message_user(request, f"{version}: scorecard #{card.pk} {verdict}, {len(card.cases)} case(s).",
-                              messages.SUCCESS if card.passed else messages.ERROR)
+            else:
+                self.message_user(request, f"{version}: simulation #{simulation.pk} queued ({simulation.cases_total} "
+                                  "case(s)); its page shows the progress and the scorecard.", messages.SUCCESS)
 
-    @admin.action(description="Publish (through the gate)", permissions=["change"])
-    def publish(self, request: HttpRequest, queryset) -> None:
-        for version in queryset.select_related("agent"):
+    @admin.action(description="Publish (through the gate)…", permissions=["change"])
+    def publish(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        chosen = list(queryset.select_related("agent"))
+        if request.POST.get("post") != "yes":  # first ask, like Django's "delete selected"
+            context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": "Publish?",
+                       "versions": [(version, publish_blocker(version, scorecards.latest(version)))
+                                    for version in chosen],
+                       "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME}
+            return TemplateResponse(request, "admin/agents/agentversion/publish_selected.html", context)
+        for version in chosen:
             self._publish_one(request, version)
+        return None
 
     def _publish_one(self, request: HttpRequest, version: AgentVersion) -> None:
         try:

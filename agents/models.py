@@ -104,6 +104,11 @@ class AgentVersion(FSMModelMixin, models.Model):
     compiled = models.JSONField(null=True, blank=True, help_text="Normalized plan; null while the source is invalid.")
     config_hash = models.CharField(max_length=64, blank=True)
     validation_errors = models.JSONField(default=list, blank=True)
+    # The version whose source this one started from (the Studio diffs a draft against it); None for a first one.
+    based_on = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The version this one started from.",
+    )
     # A snapshot of the scorecard that let this version through the publish gate.
     gate_scorecard = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(

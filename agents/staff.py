@@ -8,7 +8,7 @@ by their groups' permissions (the roles Ops, Support, Builder, Viewer).
 from __future__ import annotations
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from agents.models import Organization
@@ -49,3 +49,17 @@ class OrganizationScopedAdmin:
         if db_field.related_model is Organization:
             kwargs["queryset"] = visible_organizations(request.user)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+def scope_with_templates(
+    queryset: QuerySet, user: AbstractBaseUser, organization_path: str = "organization"
+) -> QuerySet:
+    """Like scope_to_user for agents and their versions, plus templates (no organization): every Studio user
+    reads them, and only `manage.py seed` changes them."""
+    if not (user.is_active and user.is_staff):
+        return queryset.none()
+    if user.is_superuser:
+        return queryset
+    return queryset.filter(
+        Q(**{f"{organization_path}__in": visible_organizations(user)}) | Q(**{f"{organization_path}__isnull": True})
+    )

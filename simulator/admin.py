@@ -8,13 +8,25 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
 
-from simulator import generator
+from agents.staff import scope_with_templates
+from simulator import case_table, generator
 from simulator.models import EvalCase, EvalCaseStatus, Scorecard, Simulation
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class AgentScopedAdmin(admin.ModelAdmin):
+    """Rows of the user's organizations' agents, and of templates (read by every Studio user).
+
+    Simulations run in a `<slug>-sim` shadow organization, so scoping follows the agent, not `organization`.
+    """
+
+    agent_path = "version__agent"
+
+    def get_queryset(self, request: HttpRequest):
+        return scope_with_templates(super().get_queryset(request), request.user, f"{self.agent_path}__organization")
+
+
+class ReadOnlyAdmin(AgentScopedAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -24,12 +36,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Simulation)
 class SimulationAdmin(ReadOnlyAdmin):
-    list_display = ["id", "version", "organization", "status", "seed", "weeks", "started_at", "finished_at"]
+    list_display = ["id", "version", "organization", "status", "progress", "seed", "weeks", "started_at",
+                    "finished_at"]
     list_filter = ["status", "version__agent"]
     list_select_related = ["version__agent", "organization"]
     search_fields = ["version__agent__slug", "organization__slug"]
     raw_id_fields = ["version", "organization"]
-    fields = ["version", "organization", "status", "seed", "weeks", "started_at", "finished_at", "results"]
+    fields = ["version", "organization", "status", "cases_done", "cases_total", "current_case", "error", "seed",
+              "weeks", "queued_at", "requested_by", "started_at", "finished_at", "results"]
+
+    @admin.display(description="cases done")
+    def progress(self, simulation: Simulation) -> str:
+        return f"{simulation.cases_done}/{simulation.cases_total}"
 
 
 @admin.register(Scorecard)
@@ -39,8 +57,18 @@ class ScorecardAdmin(ReadOnlyAdmin):
     list_select_related = ["version__agent"]
     search_fields = ["version__agent__slug", "config_hash"]
     raw_id_fields = ["version", "simulation"]
-    fields = ["version", "config_hash", "passed", "seed", "simulation", "created_at", "case_table", "metrics"]
-    readonly_fields = ["case_table"]
+    fields = ["version", "config_hash", "passed", "seed", "simulation", "created_at", "metrics"]
+    change_form_template = "admin/simulator/scorecard/change_form.html"
+
+    class Media:
+        css = {"all": ["lucia/builder.css"]}
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        scorecard = self.get_object(request, object_id)
+        if scorecard is not None:
+            extra_context = {**(extra_context or {}), "scorecard": scorecard,
+                             "case_rows": case_table.rows_for(scorecard)}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="result", boolean=True, ordering="passed")
     def verdict(self, scorecard: Scorecard) -> bool:
@@ -54,15 +82,6 @@ class ScorecardAdmin(ReadOnlyAdmin):
     @admin.display(description="hash")
     def short_hash(self, scorecard: Scorecard) -> str:
         return scorecard.config_hash[:12]
-
-    @admin.display(description="cases")
-    def case_table(self, scorecard: Scorecard) -> str:
-        rows = format_html_join(
-            "", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            ((case.get("name"), "pass" if case.get("passed") else "FAIL", "; ".join(case.get("reasons") or []) or "-")
-             for case in scorecard.cases),
-        )
-        return format_html("<table><tr><th>case</th><th>result</th><th>reasons</th></tr>{}</table>", rows)
 
 
 @admin.register(EvalCase)
