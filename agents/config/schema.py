@@ -13,8 +13,8 @@ from typing import Literal, get_args
 from pydantic import Field, field_validator, model_validator
 
 from agents.config.schema_base import CHANNELS, Channel, ClockTime, Domain, Key, Slug, Strict, Text, fail
-from agents.config.schema_evals import EvalCase
 from agents.config.schema_cadence import CadenceSpec
+from agents.config.schema_evals import EvalCase
 from agents.config.schema_followup import FollowupSpec
 from agents.config.schema_model import ModelSpec
 from agents.config.schema_tasks import InputSpec, TaskSpec
