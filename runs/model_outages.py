@@ -74,10 +74,12 @@ def postpone(run: Run, episode: Episode, *, error: ModelError) -> datetime:
     episode.error = f"model unavailable: {error.message}"[:4000]
     episode.save(update_fields=["status", "attempts", "due_at", "error"])
     outage.update(since=since.isoformat(), failures=failures, last_error=error.message[:500])
+    # Not filed under the episode: its first entry dates a re-execution's prompt ("now") and turns on replay
+    # (runs.loop), and a postponement is neither.
     journal.write(run, [journal.Entry(
-        episode_id=episode.pk, kind=JournalKind.NOTE, at=now,
-        data={"runtime": True, "model_outage": True, "error": error.message[:500], "failures": failures,
-              "since": since.isoformat(), "retry_at": retry_at.isoformat()},
+        episode_id=None, kind=JournalKind.NOTE, at=now,
+        data={"runtime": True, "model_outage": True, "episode_seq": episode.seq, "error": error.message[:500],
+              "failures": failures, "since": since.isoformat(), "retry_at": retry_at.isoformat()},
     )])
     logger.warning("run %s: model unavailable (%s failures since %s), episode #%s retried at %s",
                    run.pk, failures, since, episode.seq, retry_at)
