@@ -536,6 +536,7 @@ def test_cadence_and_holidays_compile_to_the_plan():
     ({"every": "12h"}, "cadence.every", "at most once a day"),
     ({"every": "1w", "until": "soon"}, "cadence.until", "2030-06-30"),
     ({"every": "1w", "on": "monday"}, "cadence.on", "mon"),
+    ({"every": "1w", "at": "07:30"}, "cadence.at", 'at: "09:00"'),
 ])
 def test_cadence_errors_name_their_path_and_how_to_fix_them(cadence, path, hint):
     data = minimal()
