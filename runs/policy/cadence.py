@@ -8,9 +8,11 @@ business day when that day is a weekend or a public holiday, then into the
 send window.
 
 One check-in per period. A period is served by the check-in sent in it (the
-start episode's first message is the first period's) or by any reply from the
+start episode's first message is the first period's) or by a reply from the
 contact in it: then the next check-in is the next period's slot, never "a
-week after the reply" (that drifts). Each check-in is ladder step 0 again,
+week after the reply" (that drifts). A reply that defers the next contact
+(out of office, "call me in 3 days") serves nothing: the check-in comes when
+the contact is back. Each check-in is ladder step 0 again,
 and the ladder's later steps chase it, but only until the next check-in is
 due: a chase due after it is dropped, as is the ladder's answer deadline.
 After a reply nothing chases: the contact answered.
@@ -71,8 +73,10 @@ def plan_next(
         reset = {"ladder_step": 0, "attempts": 0, "exhausted": False}
     step = ladder.plan_next(state={**full, **reset}, **arguments)
     period = _period_of(cadence, memo, now.astimezone(tz).date())
-    if event == "reply":
+    if event == "reply" and defer_until is None:
         memo.update(served=period.isoformat(), unanswered=0)
+    elif event == "reply":  # "away until the 12th" is no update: the check-in waits for their return
+        memo.update(unanswered=0)
     elif outreach_sent and (checking_in or event == "start"):
         memo.update(served=period.isoformat(), unanswered=int(memo.get("unanswered") or 0) + 1)
     updates = {**reset, **step.state_updates}

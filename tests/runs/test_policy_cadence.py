@@ -130,3 +130,15 @@ def test_the_slot_of_a_period_is_its_first_business_day():
     plan = weekly_plan()
     slot = cadence_policy.slot_for(plan, date(2030, 1, 21), tz=NY, run_id=RUN)
     assert _local(slot) == ("Tue", date(2030, 1, 22), (10, 0))
+
+
+def test_a_reply_asking_for_a_later_contact_is_no_update_the_check_in_comes_then():
+    plan, state = weekly_plan(), {}
+    result, state = step(plan, state, at(NY, 2030, 1, 7, 10, 0), "start", outreach_sent=True)
+    result, state = step(plan, state, result.due_at, "followup", outreach_sent=True)  # Wednesday's nudge
+    # Monday the 14th before the slot: "busy this week, ask me on Thursday". Not this week's update: the
+    # check-in goes on Thursday (not Monday, not the next Monday).
+    result, state = step(plan, state, at(NY, 2030, 1, 14, 8, 30), "reply", defer_until=at(NY, 2030, 1, 17, 10, 0))
+    assert (result.step, _local(result.due_at)[1]) == (0, date(2030, 1, 17))
+    result, state = step(plan, state, result.due_at, "followup", outreach_sent=True)
+    assert state["cadence"]["served"] == "2030-01-14"
