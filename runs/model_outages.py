@@ -79,6 +79,8 @@ def postpone(run: Run, episode: Episode, *, error: ModelError) -> datetime:
     journal.write(run, [journal.Entry(
         episode_id=None, kind=JournalKind.NOTE, at=now,
         data={"runtime": True, "model_outage": True, "episode_seq": episode.seq, "error": error.message[:500],
+              "text": f"model unavailable ({error.message[:200]}): episode #{episode.seq} retried at "
+                      f"{retry_at:%Y-%m-%d %H:%M} UTC, failure {failures} since {since:%Y-%m-%d %H:%M} UTC",
               "failures": failures, "since": since.isoformat(), "retry_at": retry_at.isoformat()},
     )])
     logger.warning("run %s: model unavailable (%s failures since %s), episode #%s retried at %s",

@@ -161,3 +161,14 @@ def test_a_failure_retrying_cannot_fix_still_escalates_at_once(monkeypatch):
 
 def _parse(value: str) -> datetime:
     return datetime.fromisoformat(value)
+
+
+def test_each_postponement_reads_in_the_timeline(model):
+    from runs import timeline
+
+    run = _started(h.make_run())
+    run = _retry_until(run, until=run.virtual_now + timedelta(minutes=5))
+
+    notes = [item.summary for item in timeline.timeline_for(run) if item.type == "journal" and item.kind == "note"]
+    assert len(notes) == 3
+    assert all(n.startswith("model unavailable (429 rate limited") and "episode #1 retried at" in n for n in notes)
