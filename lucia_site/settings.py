@@ -140,6 +140,11 @@ LUCIA_LLM = env_str("LUCIA_LLM", "scripted")
 LUCIA_MODEL = env_str("LUCIA_MODEL", "gpt-4o-mini")
 LUCIA_GUARDRAIL_MODEL = env_str("LUCIA_GUARDRAIL_MODEL")
 LUCIA_MODEL_TIMEOUT_S = env_int("LUCIA_MODEL_TIMEOUT_S", 30)
+# A model that is down (429, 5xx, timeouts) postpones the episode (runs.model_outages): retried after a backoff
+# doubling from the first value up to the second; an outage lasting the third opens one escalation per run.
+LUCIA_MODEL_RETRY_SECONDS = env_int("LUCIA_MODEL_RETRY_SECONDS", 60)
+LUCIA_MODEL_RETRY_MAX_SECONDS = env_int("LUCIA_MODEL_RETRY_MAX_SECONDS", 3600)
+LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S = env_int("LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S", 6 * 3600)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 LUCIA_SECRETS_KEY = env_str("LUCIA_SECRETS_KEY")

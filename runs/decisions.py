@@ -186,7 +186,9 @@ def _required_tasks_done(run: Run) -> bool:
 
 
 def _open_escalation(run: Run) -> Escalation | None:
-    return Escalation.objects.filter(run_id=run.pk, status=EscalationStatus.OPEN).order_by("-pk").first()
+    """The open question the run waits on; a notice (a model outage) does not stop it (escalations.open_notice)."""
+    return (Escalation.objects.filter(run_id=run.pk, status=EscalationStatus.OPEN)
+            .exclude(context__contains={escalations.NOTICE_FLAG: True}).order_by("-pk").first())
 
 
 def _chased(run: Run) -> tuple[str | None, str]:

@@ -32,6 +32,8 @@ UNCERTAIN_OUTCOMES = ("sent", "not_sent")
 DEFAULT_ESCALATION_SLA_S = 4 * 3600
 # A first notice, then one more past the SLA.
 NOTICES = 2
+# Escalation.context flag of a notice (open_notice): the run does not wait for its answer.
+NOTICE_FLAG = "notice"
 
 
 class EscalationClosed(Exception):
@@ -71,6 +73,27 @@ def open_escalation(
     run.wake_when = wake_reason(escalation)
     run.save(update_fields=["status", "wake_when", "updated_at"])
     return escalation
+
+
+def open_notice(run: Run, *, kind: str, prompt: str, context: dict, episode: Episode | None = None) -> Escalation:
+    """Tell a human without making the run wait: the runtime handles it and closes it (`resolve_by_runtime`).
+
+    context["notice"] marks it, so the follow-up policy does not pause chasing for it (runs.decisions)."""
+    escalation = Escalation(
+        organization_id=run.organization_id, run=run, kind=kind, prompt=prompt,
+        context={**context, NOTICE_FLAG: True}, episode=episode, raised_at=clock.now(run),
+        notify_at=None if run.sim else clock.wall_now(),
+    )
+    escalation.options = answer_options.options_for(escalation)
+    escalation.save()
+    return escalation
+
+
+def resolve_by_runtime(escalation_id: int, *, note: str, at: datetime) -> int:
+    """The runtime settled what a notice was about (the model answers again): resolved with `note`, no episode.
+    Returns 1 when it was still open."""
+    return Escalation.objects.filter(pk=escalation_id, status=EscalationStatus.OPEN).update(
+        status=EscalationStatus.RESOLVED, answer=note, answered_via="runtime", answered_at=at)
 
 
 def wake_reason(escalation: Escalation) -> str:

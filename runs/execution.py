@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from runs import clock, decisions, escalations, events, leases
+from runs import clock, decisions, escalations, events, leases, model_outages
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.models import Contact, Episode, EpisodeStatus, EscalationKind, Run, RunStatus, Task
 
@@ -35,6 +35,10 @@ def execute_episode(run_id: int, episode_id: int, *, epoch: int, heartbeat: leas
         outcome = run_loop(ctx)
     except leases.LeaseLost:
         raise
+    except model_outages.ModelUnavailable as outage:  # the model is down: the episode waits for it, not a human
+        with ctx.fence() as run:
+            model_outages.postpone(run, Episode.objects.get(pk=episode_id), error=outage.error)
+        return run
     except Exception as exc:  # any loop failure is the episode's, not the worker's
         logger.exception("run %s: episode #%s failed", run_id, episode.seq)
         with ctx.fence() as run:
@@ -44,6 +48,7 @@ def execute_episode(run_id: int, episode_id: int, *, epoch: int, heartbeat: leas
     # episode (the reaper and cancellation move the epoch first), so ctx.episode is the row as it stands.
     with ctx.fence() as run:
         _finish(run, episode)
+        model_outages.recovered(run, episode)
         if run.is_open:
             decisions.apply_outcome(run, episode, outcome)  # saves next_wake_at with the rest
         else:

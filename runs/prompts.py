@@ -16,6 +16,7 @@ from datetime import datetime
 from runs import journal, senders
 from runs.context import EpisodeContext
 from runs.models import Episode, EpisodeKind, Escalation, JournalEntry, JournalKind, Task
+from runs.policy import cadence
 
 SUMMARY_ENTRIES = 20
 SUMMARY_CHARS = 240
@@ -69,7 +70,8 @@ def _event(ctx: EpisodeContext) -> dict:
         default_step = 0 if episode.kind == EpisodeKind.START and _sends_at_start(ctx.plan) else None
         step = payload.get("step", default_step)
         event.update(step=step, channel=payload.get("channel") or _ladder_channel(ctx.plan, step),
-                     final=step is not None and step >= _max_attempts(ctx.plan) - 1,
+                     final=step is not None and step >= _max_attempts(ctx.plan) - 1
+                     and cadence.is_last_chase(ctx.plan, (ctx.run.state or {}).get("policy") or {}),
                      task_key=payload.get("task_key") or _first_open_task(ctx))
     elif episode.kind in (EpisodeKind.INBOUND, EpisodeKind.CALL_REPORT):
         event.update(

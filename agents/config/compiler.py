@@ -14,6 +14,7 @@ from agents.config import tool_schemas
 from agents.config.compiler_model import compile_model
 from agents.config.schema import AgentConfig, ComplianceSpec
 from agents.config.schema_base import CHANNELS, WEEKDAYS
+from agents.config.schema_cadence import CadenceSpec
 from agents.config.schema_evals import EvalCase, Persona
 from agents.config.schema_followup import FollowupSpec
 from agents.config.schema_tasks import TaskSpec
@@ -36,6 +37,7 @@ def compile_config(cfg: AgentConfig) -> dict:
         ],
         "tasks": [_task(task) for task in cfg.tasks],
         "followup": _followup(cfg.followup),
+        "cadence": _cadence(cfg.cadence, followup=cfg.followup),
         "compliance": _compliance(cfg.compliance),
         "approvals": {"outbound": cfg.approvals.outbound,
                       "channels": {c: cfg.approvals.channels[c] for c in CHANNELS if c in cfg.approvals.channels}},
@@ -80,6 +82,21 @@ def _followup(followup: FollowupSpec) -> dict:
         "on_reply": followup.on_reply,
         "reply_grace_s": followup.reply_grace,
         "escalation_sla_s": followup.escalation_sla,
+        "holidays": sorted(followup.holidays),
+    }
+
+
+def _cadence(cadence: CadenceSpec | None, *, followup: FollowupSpec) -> dict | None:
+    if cadence is None:
+        return None
+    until = cadence.until or {}
+    return {
+        "every_s": cadence.every,
+        "on": WEEKDAYS.index(cadence.on) if cadence.on is not None else None,
+        "at": cadence.at or followup.business_hours.start,
+        "until_date": until.get("date"),
+        "until_s": until.get("after_s"),
+        "escalate_after": cadence.escalate_after,
     }
 
 

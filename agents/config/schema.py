@@ -13,6 +13,7 @@ from typing import Literal, get_args
 from pydantic import Field, field_validator, model_validator
 
 from agents.config.schema_base import CHANNELS, Channel, ClockTime, Domain, Key, Slug, Strict, Text, fail
+from agents.config.schema_cadence import CadenceSpec
 from agents.config.schema_evals import EvalCase
 from agents.config.schema_followup import FollowupSpec
 from agents.config.schema_model import ModelSpec
@@ -133,6 +134,7 @@ class AgentConfig(Strict):
     contacts: list[ContactSpec] = Field(min_length=1)
     tasks: list[TaskSpec] = Field(min_length=1)
     followup: FollowupSpec
+    cadence: CadenceSpec | None = None
     tools: list[ToolName] | None = None
     compliance: ComplianceSpec = ComplianceSpec()
     approvals: ApprovalsSpec = ApprovalsSpec()

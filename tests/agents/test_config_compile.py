@@ -12,6 +12,7 @@ from agents import config
 from tests.agents.test_config_validation import minimal
 
 PLAN_KEYS = {
+    "cadence",
     "schema",
     "slug",
     "name",
