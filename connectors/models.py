@@ -128,6 +128,9 @@ class Suppression(models.Model):
                 fields=["organization", "channel", "address"], name="suppression_unique_address"
             ),
         ]
+        # Lifting deletes the row and keeps a SuppressionLift (connectors.suppressions.lift); the stock delete
+        # permission is not it, since a deleted row would leave no record of who lifted it and why.
+        permissions = [("lift_suppression", "Can lift a suppression (audited, with a reason)")]
 
     def __str__(self) -> str:
         return f"{self.channel} {self.address} ({self.reason})"

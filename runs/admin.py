@@ -2,11 +2,13 @@
 
 from django import forms
 from django.contrib import admin, messages
-from django.http import HttpRequest, HttpResponseRedirect
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from agents.staff import OrganizationScopedAdmin
 from runs import answers, cancellation, escalation_routes, escalations, events
 from runs.models import (
     Contact,
@@ -65,7 +67,7 @@ class EpisodeInline(ReadOnlyInline):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
+class RunAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
     list_display = ["id", "organization", "agent_version", "status", "wake_when", "next_wake_at", "sim", "created_at"]
     list_filter = ["status", "sim", "organization", "version__agent"]
     search_fields = ["=id", "external_ref", "goal", "contacts__email", "contacts__phone", "contacts__name"]
@@ -84,8 +86,8 @@ class RunAdmin(ReadOnlyAdmin):
         return format_html('<a href="{}">Open the timeline</a>', reverse("admin:runs_run_timeline", args=[run.pk]))
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        # Viewing is allowed; every field is read-only (the actions change state through runs.*).
-        return request.user.has_perm("runs.view_run")
+        # Operating (the actions, through runs.*) needs change_run; the page itself is never saved: no Save.
+        return obj is None and request.user.has_perm("runs.change_run")
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         return [field.name for field in Run._meta.fields] + ["timeline_link"]
@@ -95,12 +97,16 @@ class RunAdmin(ReadOnlyAdmin):
                      name="runs_run_timeline")] + super().get_urls()
 
     def timeline_view(self, request: HttpRequest, run_id: int) -> TemplateResponse:
-        run = Run.objects.select_related("version__agent", "organization").get(pk=run_id)
+        run = self.get_queryset(request).select_related("version__agent", "organization").filter(pk=run_id).first()
+        if run is None:
+            raise Http404(f"No run {run_id} in your organizations.")
+        if not self.has_view_permission(request, run):
+            raise PermissionDenied
         context = {**self.admin_site.each_context(request), "run": run, "items": timeline_for(run),
                    "opts": Run._meta, "title": f"Timeline of run {run.pk}"}
         return TemplateResponse(request, "admin/runs/run/timeline.html", context)
 
-    @admin.action(description="Cancel the selected runs")
+    @admin.action(description="Cancel the selected runs", permissions=["change"])
     def cancel_runs(self, request: HttpRequest, queryset) -> None:
         cancelled = 0
         for run in queryset:
@@ -113,7 +119,8 @@ class RunAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Episode)
-class EpisodeAdmin(ReadOnlyAdmin):
+class EpisodeAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path = "run__organization"
     list_display = ["id", "run", "seq", "kind", "status", "due_at", "attempts"]
     list_filter = ["status", "kind"]
     search_fields = ["=run__id", "dedupe_key"]
@@ -122,7 +129,8 @@ class EpisodeAdmin(ReadOnlyAdmin):
 
 
 @admin.register(JournalEntry)
-class JournalEntryAdmin(ReadOnlyAdmin):
+class JournalEntryAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path = "run__organization"
     list_display = ["id", "run", "seq", "kind", "model_provider", "model_name", "tokens_in", "tokens_out", "at"]
     list_filter = ["kind", "model_provider"]
     search_fields = ["=run__id", "request_hash"]
@@ -131,7 +139,8 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(ReadOnlyAdmin):
+class OutboxMessageAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path = "run__organization"
     list_display = ["id", "run", "tool", "channel", "recipient", "status", "attempts", "created_at", "sent_at"]
     list_filter = ["status", "channel", "tool"]
     search_fields = ["=run__id", "recipient", "idem_key", "provider_message_id"]
@@ -167,7 +176,7 @@ class AnswerForm(forms.Form):
 
 
 @admin.register(Escalation)
-class EscalationAdmin(ReadOnlyAdmin):
+class EscalationAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
     """The escalation inbox: open questions first; answer or resolve from the change page."""
 
     list_display = ["id", "organization", "kind", "channel", "status", "run", "short_prompt", "created_at"]
@@ -190,6 +199,8 @@ class EscalationAdmin(ReadOnlyAdmin):
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
         escalation = self.get_object(request, object_id)
+        if request.method == "POST" and not self.has_change_permission(request, escalation):
+            raise PermissionDenied  # settling needs runs.change_escalation
         form = AnswerForm(request.POST or None)
         preview = None
         if escalation is not None and request.method == "POST":
@@ -199,7 +210,8 @@ class EscalationAdmin(ReadOnlyAdmin):
             # Refused or closed: show the page again with the message, never the ModelForm's save path.
             request.method = "GET"
         extra_context = {**(extra_context or {}), "answer_form": form, "preview": preview,
-                         "is_open": escalation is not None and escalation.status == EscalationStatus.OPEN,
+                         "is_open": escalation is not None and escalation.status == EscalationStatus.OPEN
+                         and self.has_change_permission(request, escalation),
                          "is_uncertain_send": escalation is not None
                          and escalation.kind == EscalationKind.UNCERTAIN_SEND,
                          "is_approval": escalation is not None and escalation.kind == EscalationKind.APPROVAL}
@@ -246,7 +258,7 @@ ROUTE_DEFAULTS = {"email_identity": None, "email_to": "", "slack_identity": None
 
 
 @admin.register(EscalationRoute)
-class EscalationRouteAdmin(admin.ModelAdmin):
+class EscalationRouteAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     """Where each organization's escalations are announced (runs.notifications); the API sets the same rows."""
 
     form = EscalationRouteForm

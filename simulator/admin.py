@@ -10,6 +10,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
+from agents.staff import OrganizationScopedAdmin
 from simulator import generator
 from simulator.models import EvalCase, EvalCaseStatus, Scorecard, Simulation
 
@@ -23,7 +24,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Simulation)
-class SimulationAdmin(ReadOnlyAdmin):
+class SimulationAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    # The builder's organization (the row's own is the simulation's shadow organization); templates' for all.
+    organization_path, unowned_visible = "version__agent__organization", True
     list_display = ["id", "version", "organization", "status", "seed", "weeks", "started_at", "finished_at"]
     list_filter = ["status", "version__agent"]
     list_select_related = ["version__agent", "organization"]
@@ -33,7 +36,8 @@ class SimulationAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Scorecard)
-class ScorecardAdmin(ReadOnlyAdmin):
+class ScorecardAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path, unowned_visible = "version__agent__organization", True
     list_display = ["id", "version", "verdict", "case_count", "short_hash", "seed", "created_at"]
     list_filter = ["passed", "version__agent"]
     list_select_related = ["version__agent"]
@@ -66,7 +70,8 @@ class ScorecardAdmin(ReadOnlyAdmin):
 
 
 @admin.register(EvalCase)
-class EvalCaseAdmin(admin.ModelAdmin):
+class EvalCaseAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    organization_path, unowned_visible = "agent__organization", True
     list_display = ["name", "agent", "kind", "status", "version", "approved_by", "created_at"]
     list_filter = ["status", "kind", "agent"]
     list_select_related = ["agent", "version__agent", "approved_by"]
@@ -77,6 +82,11 @@ class EvalCaseAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # cases come from the generator or a version's config
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        # A template's cases come with the seed: every staff user reads them, only superusers decide them.
+        template = obj is not None and obj.agent.is_template
+        return super().has_change_permission(request, obj) and (request.user.is_superuser or not template)
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         # A decided case is evidence; only a proposal's spec may still be tuned before approving it.
@@ -94,7 +104,11 @@ class EvalCaseAdmin(admin.ModelAdmin):
 
     def _decide(self, request: HttpRequest, queryset, *, decide, verb: str) -> None:
         done = 0
-        for case in queryset:
+        for case in queryset.select_related("agent"):
+            if not self.has_change_permission(request, case):
+                self.message_user(request, f"{case.name} is a template's case: only a superuser decides it.",
+                                  messages.ERROR)
+                continue
             try:
                 decide(case, user=request.user)
             except generator.CaseDecisionError as refused:

@@ -17,6 +17,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from agents import roles
+
 CHROMIUM = os.environ.get("LUCIA_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = Path(__file__).parent / "screenshots"
 PASSWORD = "browser-tests-password-0123"
@@ -67,6 +69,7 @@ def studio_user(transactional_db):
         user = get_user_model().objects.create_user(username, password=PASSWORD, is_staff=True,
                                                     is_superuser=superuser)
         if role:
+            roles.ensure_roles()  # the transactional tests' flush removes the groups the migration made
             user.groups.add(Group.objects.get(name=role))
         for organization in organizations:
             organization.staff.add(user)
