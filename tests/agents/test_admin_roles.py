@@ -153,7 +153,7 @@ def test_the_timeline_needs_view_run_and_the_users_organization(client, as_role,
     assert viewer.get(url("runs.run", "timeline", acme_run.pk)).status_code == 200
     assert viewer.get(url("runs.run", "timeline", globex_run.pk)).status_code == 404
     missing = viewer.get(url("runs.run", "timeline", 999_999))
-    assert missing.status_code == 404
+    assert missing.status_code == 404 and "Lucia Studio" in missing.content.decode()
 
     client.force_login(studio_user("no-role", organizations=[world.acme]))
     assert client.get(url("runs.run", "timeline", acme_run.pk)).status_code == 403
