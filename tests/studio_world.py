@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from agents import api_keys, roles, versions
 from agents.models import Organization
-from connectors.models import Identity, InboundMessage, Suppression
-from runs.models import EscalationRoute, JournalEntry
+from connectors.models import DeliveryEvent, Identity, InboundMessage, Suppression, SuppressionLift
+from runs.models import EscalationRoute, JournalEntry, OutboxMessage
 from simulator.models import EvalCase, Simulation
 from tests.factories import (
     AgentFactory,
@@ -63,6 +63,10 @@ def build_world() -> World:
         journal = JournalEntry.objects.create(run=run, seq=1, kind="note", data={"text": f"{slug} note"},
                                               at=timezone.now())
         escalation = EscalationFactory(run=run, prompt=f"Which {slug} address?")
+        send = OutboxMessage.objects.create(
+            idem_key=f"{slug}-send".ljust(64, "0"), run=run, episode=episode, tool="send_email", channel="email",
+            recipient=f"vera@{slug}.example", status="sent", provider_message_id=f"<{slug}-1@mail>",
+            created_at=timezone.now())
         rows = {
             "agents.organization": organization, "agents.apikey": api_key, "agents.agent": version.agent,
             "agents.agentversion": version, "agents.deployment": deployment,
@@ -73,6 +77,13 @@ def build_world() -> World:
             "connectors.inboundmessage": InboundMessage.objects.create(
                 organization=organization, channel="email", provider_id=f"{slug}-1",
                 from_address=f"stranger@{slug}.example", text=f"hello from {slug}"),
+            "connectors.suppressionlift": SuppressionLift.objects.create(
+                organization=organization, channel="sms", address=f"+1555{len(slug)}", reason="stop",
+                suppressed_at=timezone.now(), note=f"{slug} asked again"),
+            "connectors.deliveryevent": DeliveryEvent.objects.create(
+                channel="email", provider_message_id=send.provider_message_id, idem_key=send.idem_key,
+                event_type="delivered"),
+            "runs.outboxmessage": send,
             "runs.run": run, "runs.episode": episode, "runs.journalentry": journal, "runs.escalation": escalation,
             "runs.escalationroute": EscalationRoute.objects.create(organization=organization,
                                                                   email_to=f"ops@{slug}.example"),
