@@ -61,6 +61,13 @@ def page(browser, live_server, request) -> Iterator:
     context.close()
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings) -> None:
+    """Each browser test makes its users and logs them in: the production hasher's deliberate slowness (two
+    hashes per login) would be most of a test's time. The live server runs in this process, so it applies there."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def studio_user(transactional_db):
     """Make a Studio user: `studio_user("sam", role="Support", organizations=[org])` (role = a group name)."""
