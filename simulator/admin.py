@@ -84,15 +84,13 @@ class EvalCaseAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
         return False  # cases come from the generator or a version's config
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        # A template's cases come with the seed: every staff user reads them, only superusers decide them.
-        template = obj is not None and obj.agent.is_template
-        return super().has_change_permission(request, obj) and (request.user.is_superuser or not template)
+        # A decided case is evidence (a view-only page); a template's cases are only superusers' to decide.
+        if obj is not None and (obj.status != EvalCaseStatus.PROPOSED or not self._may_decide(request, obj)):
+            return False
+        return super().has_change_permission(request, obj)
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
-        # A decided case is evidence; only a proposal's spec may still be tuned before approving it.
-        if obj is not None and obj.status != EvalCaseStatus.PROPOSED:
-            return ["agent", "version", "name", "kind", "status", "spec", "approved_by", "created_at"]
-        return self.readonly_fields
+    def _may_decide(self, request: HttpRequest, case: EvalCase) -> bool:
+        return request.user.is_superuser or not case.agent.is_template
 
     @admin.action(description="Approve (counts in scorecards)", permissions=["change"])
     def approve(self, request: HttpRequest, queryset) -> None:
@@ -105,7 +103,7 @@ class EvalCaseAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     def _decide(self, request: HttpRequest, queryset, *, decide, verb: str) -> None:
         done = 0
         for case in queryset.select_related("agent"):
-            if not self.has_change_permission(request, case):
+            if not self._may_decide(request, case):
                 self.message_user(request, f"{case.name} is a template's case: only a superuser decides it.",
                                   messages.ERROR)
                 continue

@@ -9,10 +9,10 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
-from agents import roles
+from agents import roles, versions
 from agents.models import Agent
 from runs.models import EscalationStatus, Run, RunStatus
-from tests.factories import AgentFactory, published_version
+from tests.factories import AgentFactory, agent_source, published_version
 from tests.studio_world import build_world, studio_user
 
 pytestmark = pytest.mark.django_db
@@ -112,6 +112,13 @@ def test_a_viewer_is_offered_no_action_and_no_write_anywhere(as_role, world):
             page = client.get(url(label, "change", world.rows[label][0].pk)).content.decode()
             page = page.replace('<button type="submit">Log out</button>', "")
             assert 'type="submit"' not in page, f"a submit button on {label}"
+
+
+def test_a_builder_saves_a_draft_and_nobody_else_does(as_role, world):
+    draft = versions.create_draft(world.rows["agents.agent"][0], source=agent_source("acme-w9", name="Next"))
+    for role in ROLES:
+        page = as_role(role).get(url("agents.agentversion", "change", draft.pk)).content.decode()
+        assert ('name="_save"' in page) == (role == roles.BUILDER), role
 
 
 def test_a_viewer_cannot_cancel_a_run_or_settle_an_escalation(as_role, world):
