@@ -61,10 +61,11 @@ def check_static_files(app_configs, **kwargs) -> list:
         return []
     if (Path(settings.STATIC_ROOT) / "admin" / "css" / "base.css").is_file():
         return []
-    return [Error(
+    # A warning, not an error: `migrate` runs every check and comes before collectstatic in a deployment.
+    return [Warning(
         f"LUCIA_STATIC_FINDERS is off and {settings.STATIC_ROOT} holds no collected static files: "
         "the Studio would be unstyled.",
         hint="Run `python manage.py collectstatic --no-input` as part of the deployment "
              "(or set LUCIA_STATIC_FINDERS=true).",
-        id="lucia.E011",
+        id="lucia.W011",
     )]
