@@ -16,10 +16,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from agents import api_keys, source_editor, versions
-from agents.api_auth import may_act_as_organization
 from agents.builder_views import BuilderViews, publish_blocker
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
-from agents.staff import scope_with_templates, visible_organizations
+from agents.staff import OrganizationScopedAdmin, scope_to_user, visible_organizations
 from simulator import gate, scorecards
 
 
@@ -55,12 +54,23 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
+class OrganizationAdmin(OrganizationScopedAdmin, SuperuserDeleteMixin, admin.ModelAdmin):
+    organization_path = "pk"
     list_display = ["name", "slug", "default_timezone", "sandbox", "created_at"]
     list_filter = ["sandbox"]
     search_fields = ["name", "slug"]
     inlines = [ApiKeyInline]
     actions = ["issue_builder_key", "issue_runner_key"]
+    filter_horizontal = ["staff"]
+
+    def get_exclude(self, request: HttpRequest, obj=None):
+        # Who works for an organization is the superusers' to decide.
+        return None if request.user.is_superuser else ["staff"]
+
+    def formfield_for_manytomany(self, db_field, request: HttpRequest, **kwargs):
+        if db_field.name == "staff":
+            kwargs["queryset"] = db_field.related_model.objects.filter(is_staff=True, is_active=True)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     @admin.action(description="Issue a builder API key (shown once)", permissions=["change"])
     def issue_builder_key(self, request: HttpRequest, queryset) -> None:
@@ -81,7 +91,7 @@ class OrganizationAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
+class ApiKeyAdmin(OrganizationScopedAdmin, SuperuserDeleteMixin, admin.ModelAdmin):
     list_display = ["name", "organization", "role", "prefix", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["role", "organization"]
     list_select_related = ["organization"]
@@ -130,7 +140,8 @@ class CopyTemplateForm(helpers.ActionForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+class AgentAdmin(OrganizationScopedAdmin, WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+    unowned_visible = True  # templates: every staff user reads them; copying one needs agents.add_agent
     form = AgentForm
     action_form = CopyTemplateForm
     list_display = ["slug", "name", "owner", "created_at"]
@@ -139,9 +150,6 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
     search_fields = ["slug", "name", "organization__slug"]
     inlines = [VersionInline]
     actions = ["copy_into_organization"]
-
-    def get_queryset(self, request: HttpRequest):
-        return scope_with_templates(super().get_queryset(request), request.user)
 
     def formfield_for_foreignkey(self, db_field, request: HttpRequest, **kwargs):
         if db_field.name == "organization":
@@ -179,8 +187,12 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
         # Nothing on an existing agent is edited here: its config lives in versions.
         return super().has_change_permission(request, obj) and obj is None
 
-    def has_act_as_organization_permission(self, request: HttpRequest) -> bool:
-        return may_act_as_organization(request.user)
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        action_form = getattr(response, "context_data", {}).get("action_form")
+        if action_form is not None:  # the copy's target: only the user's organizations are offered
+            action_form.fields["organization"].queryset = visible_organizations(request.user)
+        return response
 
     def get_inline_instances(self, request: HttpRequest, obj=None) -> list:
         return super().get_inline_instances(request, obj) if obj else []
@@ -190,7 +202,7 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
         return versions.create_agent(data["organization"], slug=data["slug"], name=data["name"],
                                      description=data["description"])
 
-    @admin.action(description="Copy into my organization", permissions=["act_as_organization"])
+    @admin.action(description="Copy into my organization", permissions=["add"])
     def copy_into_organization(self, request: HttpRequest, queryset) -> None:
         organization = visible_organizations(request.user).filter(pk=request.POST.get("organization") or None).first()
         if organization is None:
@@ -218,6 +230,11 @@ class AgentVersionForm(forms.ModelForm):
         model = AgentVersion
         fields = ["agent", "source"]
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if "agent" in self.fields:  # templates change only through fixtures/agents/ and `manage.py seed`
+            self.fields["agent"].queryset = self.fields["agent"].queryset.filter(organization__isnull=False)
+
     def clean(self) -> dict:
         if self.instance.pk and not self.instance.is_editable:
             raise forms.ValidationError("This version is published and read-only: edit the agent for a new draft.")
@@ -230,7 +247,9 @@ class AgentVersionForm(forms.ModelForm):
 
 
 @admin.register(AgentVersion)
-class AgentVersionAdmin(BuilderViews, WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+class AgentVersionAdmin(BuilderViews, OrganizationScopedAdmin, WritesThroughDomain, SuperuserDeleteMixin,
+                        admin.ModelAdmin):
+    organization_path, unowned_visible = "agent__organization", True
     form = AgentVersionForm
     list_display = ["agent", "owner", "number", "status", valid_config, "short_hash", "created_at", "published_at"]
     list_filter = ["status", ("agent__organization", admin.EmptyFieldListFilter), "agent__organization", "agent"]
@@ -241,9 +260,6 @@ class AgentVersionAdmin(BuilderViews, WritesThroughDomain, SuperuserDeleteMixin,
     class Media:
         css = {"all": ["lucia/builder.css"]}
         js = ["lucia/builder.js"]
-
-    def get_queryset(self, request: HttpRequest):
-        return scope_with_templates(super().get_queryset(request), request.user, "agent__organization")
 
     def formfield_for_foreignkey(self, db_field, request: HttpRequest, **kwargs):
         if db_field.name == "agent":  # templates change only through fixtures/agents/ and `manage.py seed`
@@ -280,7 +296,8 @@ class AgentVersionAdmin(BuilderViews, WritesThroughDomain, SuperuserDeleteMixin,
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict:
         initial = super().get_changeform_initial_data(request)
-        agent = self._agents(request).filter(pk=request.GET.get("agent") or None).first()
+        agent = scope_to_user(Agent.objects.all(), request.user, include_unowned=True).filter(
+            pk=request.GET.get("agent") or None).first()
         latest = versions.latest_version(agent) if agent else None
         if latest is not None:
             initial["source"] = latest.source  # a new draft starts from the latest version
@@ -303,9 +320,6 @@ class AgentVersionAdmin(BuilderViews, WritesThroughDomain, SuperuserDeleteMixin,
     @admin.display(description="source")
     def source_text(self, version: AgentVersion) -> str:
         return source_editor.read_only(version.source)
-
-    def _agents(self, request: HttpRequest):
-        return Agent.objects.filter(organization__in=visible_organizations(request.user))
 
     def save_form(self, request: HttpRequest, form, change: bool) -> AgentVersion:
         source = form.cleaned_data["source"]
@@ -417,7 +431,7 @@ class DeploymentForm(forms.ModelForm):
 
 
 @admin.register(Deployment)
-class DeploymentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+class DeploymentAdmin(OrganizationScopedAdmin, WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
     form = DeploymentForm
     list_display = ["organization", "agent", "version", "active", "created_at"]
     list_filter = ["organization", "active", "agent"]

@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The Studio's CSS and JS with DEBUG off: no web server in front is needed for them.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "lucia_site.untrusted_input.RefuseNulBytes",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -120,7 +122,16 @@ AXES_CLIENT_IP_CALLABLE = "lucia_site.client_address.client_address"
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Filled by `manage.py collectstatic` (make dev runs it; so must a deployment): gzip-compressed copies that
+# WhiteNoise serves. Not a manifest storage: a page never fails for want of a collectstatic.
+STATIC_ROOT = Path(env_str("LUCIA_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Also serve files straight from the apps (what collectstatic would copy), so the Studio is styled before any
+# collectstatic (tests, a first start). Set LUCIA_STATIC_FINDERS=false once collectstatic is part of the deploy.
+WHITENOISE_USE_FINDERS = env_bool("LUCIA_STATIC_FINDERS", True)
 
 LOGGING = {
     "version": 1,

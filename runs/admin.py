@@ -160,7 +160,8 @@ class RunAdmin(OrganizationScopedAdmin, RunOperations, ReadOnlyAdmin):
 
 
 @admin.register(Episode)
-class EpisodeAdmin(ReadOnlyAdmin):
+class EpisodeAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path = "run__organization"
     list_display = ["id", "run", "seq", "kind", "status", "due_at", "attempts"]
     list_filter = ["status", "kind"]
     search_fields = ["=run__id", "dedupe_key"]
@@ -169,7 +170,8 @@ class EpisodeAdmin(ReadOnlyAdmin):
 
 
 @admin.register(JournalEntry)
-class JournalEntryAdmin(ReadOnlyAdmin):
+class JournalEntryAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path = "run__organization"
     list_display = ["id", "run", "seq", "kind", "model_provider", "model_name", "tokens_in", "tokens_out", "at"]
     list_filter = ["kind", "model_provider"]
     search_fields = ["=run__id", "request_hash"]
@@ -178,7 +180,8 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(ReadOnlyAdmin):
+class OutboxMessageAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path = "run__organization"
     list_display = ["id", "run", "tool", "channel", "recipient", "status", "attempts", "created_at", "sent_at"]
     list_filter = ["status", "channel", "tool"]
     search_fields = ["=run__id", "recipient", "idem_key", "provider_message_id"]
@@ -212,7 +215,7 @@ ROUTE_DEFAULTS = {"email_identity": None, "email_to": "", "slack_identity": None
 
 
 @admin.register(EscalationRoute)
-class EscalationRouteAdmin(admin.ModelAdmin):
+class EscalationRouteAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     """Where each organization's escalations are announced (runs.notifications); the API sets the same rows."""
 
     form = EscalationRouteForm

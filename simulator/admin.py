@@ -9,24 +9,12 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.http import HttpRequest
 
-from agents.staff import scope_with_templates
+from agents.staff import OrganizationScopedAdmin
 from simulator import case_table, generator
 from simulator.models import EvalCase, EvalCaseStatus, Scorecard, Simulation
 
 
-class AgentScopedAdmin(admin.ModelAdmin):
-    """Rows of the user's organizations' agents, and of templates (read by every Studio user).
-
-    Simulations run in a `<slug>-sim` shadow organization, so scoping follows the agent, not `organization`.
-    """
-
-    agent_path = "version__agent"
-
-    def get_queryset(self, request: HttpRequest):
-        return scope_with_templates(super().get_queryset(request), request.user, f"{self.agent_path}__organization")
-
-
-class ReadOnlyAdmin(AgentScopedAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -35,7 +23,9 @@ class ReadOnlyAdmin(AgentScopedAdmin):
 
 
 @admin.register(Simulation)
-class SimulationAdmin(ReadOnlyAdmin):
+class SimulationAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    # The builder's organization (the row's own is the simulation's shadow organization); templates' for all.
+    organization_path, unowned_visible = "version__agent__organization", True
     list_display = ["id", "version", "organization", "status", "progress", "seed", "weeks", "started_at",
                     "finished_at"]
     list_filter = ["status", "version__agent"]
@@ -51,7 +41,8 @@ class SimulationAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Scorecard)
-class ScorecardAdmin(ReadOnlyAdmin):
+class ScorecardAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path, unowned_visible = "version__agent__organization", True
     list_display = ["id", "version", "verdict", "case_count", "short_hash", "seed", "created_at"]
     list_filter = ["passed", "version__agent"]
     list_select_related = ["version__agent"]
@@ -85,7 +76,8 @@ class ScorecardAdmin(ReadOnlyAdmin):
 
 
 @admin.register(EvalCase)
-class EvalCaseAdmin(admin.ModelAdmin):
+class EvalCaseAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    organization_path, unowned_visible = "agent__organization", True
     list_display = ["name", "agent", "kind", "status", "version", "approved_by", "created_at"]
     list_filter = ["status", "kind", "agent"]
     list_select_related = ["agent", "version__agent", "approved_by"]
@@ -97,11 +89,14 @@ class EvalCaseAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # cases come from the generator or a version's config
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
-        # A decided case is evidence; only a proposal's spec may still be tuned before approving it.
-        if obj is not None and obj.status != EvalCaseStatus.PROPOSED:
-            return ["agent", "version", "name", "kind", "status", "spec", "approved_by", "created_at"]
-        return self.readonly_fields
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        # A decided case is evidence (a view-only page); a template's cases are only superusers' to decide.
+        if obj is not None and (obj.status != EvalCaseStatus.PROPOSED or not self._may_decide(request, obj)):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def _may_decide(self, request: HttpRequest, case: EvalCase) -> bool:
+        return request.user.is_superuser or not case.agent.is_template
 
     @admin.action(description="Approve (counts in scorecards)", permissions=["change"])
     def approve(self, request: HttpRequest, queryset) -> None:
@@ -113,7 +108,11 @@ class EvalCaseAdmin(admin.ModelAdmin):
 
     def _decide(self, request: HttpRequest, queryset, *, decide, verb: str) -> None:
         done = 0
-        for case in queryset:
+        for case in queryset.select_related("agent"):
+            if not self._may_decide(request, case):
+                self.message_user(request, f"{case.name} is a template's case: only a superuser decides it.",
+                                  messages.ERROR)
+                continue
             try:
                 decide(case, user=request.user)
             except generator.CaseDecisionError as refused:

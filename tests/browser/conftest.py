@@ -17,6 +17,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from agents import roles
+
 CHROMIUM = os.environ.get("LUCIA_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SCREENSHOTS = Path(__file__).parent / "screenshots"
 PASSWORD = "browser-tests-password-0123"
@@ -59,6 +61,13 @@ def page(browser, live_server, request) -> Iterator:
     context.close()
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings) -> None:
+    """Each browser test makes its users and logs them in: the production hasher's deliberate slowness (two
+    hashes per login) would be most of a test's time. The live server runs in this process, so it applies there."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def studio_user(transactional_db):
     """Make a Studio user: `studio_user("sam", role="Support", organizations=[org])` (role = a group name)."""
@@ -67,6 +76,7 @@ def studio_user(transactional_db):
         user = get_user_model().objects.create_user(username, password=PASSWORD, is_staff=True,
                                                     is_superuser=superuser)
         if role:
+            roles.ensure_roles()  # the transactional tests' flush removes the groups the migration made
             user.groups.add(Group.objects.get(name=role))
         for organization in organizations:
             organization.staff.add(user)
