@@ -143,7 +143,10 @@ def test_support_settles_but_does_not_cancel_and_ops_cancels(as_role, world):
     assert Run.objects.get(pk=run.pk).status != RunStatus.CANCELLED
 
     ops = as_role(roles.OPS)
-    ops.post(url("runs.run", "changelist"), {"action": "cancel_runs", "_selected_action": [run.pk]})
+    asked = ops.post(url("runs.run", "changelist"), {"action": "cancel_runs", "_selected_action": [run.pk]})
+    assert "reason" in asked.content.decode() and Run.objects.get(pk=run.pk).status != RunStatus.CANCELLED
+    ops.post(url("runs.run", "changelist"), {"action": "cancel_runs", "_selected_action": [run.pk],
+                                             "confirmed": "yes", "reason": "the customer asked"})
     assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
 
 
