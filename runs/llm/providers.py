@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 
 from django.conf import settings
 
+from runs.llm import simulated_outages
 from runs.llm.base import ModelProvider
 from runs.llm.scripted import MODEL_NAME as SCRIPTED_MODEL_NAME
 from runs.llm.scripted import ScriptedProvider
@@ -34,7 +36,12 @@ def model_name(plan: dict) -> str:
     return (plan.get("model") or {}).get("name") or settings.LUCIA_MODEL
 
 
-def provider_for(plan: dict) -> ModelProvider:
+def provider_for(plan: dict, *, run_id: int | None = None, at: datetime | None = None) -> ModelProvider:
+    """The plan's provider; for a run the simulator drives through an outage, one that fails inside it."""
+    return simulated_outages.wrap(_shared(plan), run_id=run_id, at=at)
+
+
+def _shared(plan: dict) -> ModelProvider:
     name = provider_name(plan)
     # Keyed by the settings in force, so a changed base URL or key (tests, reconfiguration) gets a new client.
     key = (name, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY, settings.LUCIA_MODEL_TIMEOUT_S)

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from agents import versions
-from connectors.models import Attachment, Suppression
+from connectors.models import Attachment, InboundMessage, Suppression
 from runs.models import Episode, EpisodeKind, Escalation, OutboxMessage, OutboxStatus, Run, Task
 from simulator import documents, engine, personas, sim_org
 from tests.factories import AgentFactory
@@ -97,7 +97,8 @@ def test_attachment_is_stored_as_real_pdf_bytes_with_matching_size_and_hash():
                       case("pdf", {"type": "replies_after", "days": 1, "text": "Here.", "attachment": PDF}))
 
     described = Episode.objects.get(run_id=result.run_id, kind=EpisodeKind.INBOUND).payload["attachments"][0]
-    stored = Attachment.objects.get(pk=described["attachment_id"], run_id=result.run_id)
+    # The file came with the inbound message, as an email's does, and follows it to its run.
+    stored = Attachment.objects.get(pk=described["attachment_id"], inbound_message__matched_run_id=result.run_id)
     data = bytes(stored.content)
     assert data.startswith(b"%PDF-1.4") and data.rstrip().endswith(b"%%EOF")
     assert (stored.sniffed_type, stored.size, described["size"]) == ("application/pdf", len(data), len(data))
@@ -199,7 +200,8 @@ def test_language_trait_writes_its_text_and_tags_the_reply():
                       case("fr", {"type": "language", "code": "fr", "text": "Je vous l'envoie demain."}))
 
     reply = Episode.objects.get(run_id=result.run_id, kind=EpisodeKind.INBOUND)
-    assert reply.payload["language"] == "fr" and reply.payload["text"] == "Je vous l'envoie demain."
+    assert reply.payload["text"] == "Je vous l'envoie demain."
+    assert InboundMessage.objects.get(pk=reply.payload["inbound_message_id"]).raw["language"] == "fr"
 
 
 def test_silent_persona_never_answers():
