@@ -57,7 +57,7 @@ class Persona:
         self._outreach = 0
 
     def hear(self, *, id: int, channel: str, tool: str, at: datetime, payload: dict, episode_kind: str,
-             idem_key: str = "", provider_message_id: str = "") -> list[Action]:
+             idem_key: str = "", provider_message_id: str = "", run_token: str = "") -> list[Action]:
         """React to one sent message; chasing messages are numbered, answers to the persona are not."""
         outreach = None
         if episode_kind in CHASE_KINDS:
@@ -65,7 +65,7 @@ class Persona:
         text = payload.get("body") or payload.get("text") or payload.get("brief") or ""
         message = Outbound(id=id, channel=channel, tool=tool, at=at, subject=payload.get("subject") or "",
                            text=text, outreach=outreach, idem_key=idem_key, provider_message_id=provider_message_id,
-                           run_token=payload.get("run_token") or "")
+                           run_token=run_token)
         actions = [action for trait in self.traits for action in react(self, trait, message)]
         self.last_received[channel] = message
         return [action for action in actions if action.key not in self.spent_keys]
@@ -173,7 +173,7 @@ class Cast:
                 continue  # not a persona's address: the expectations report it, nobody answers
             for action in persona.hear(id=row["id"], channel=row["channel"], tool=row["tool"], at=row["sent_at"],
                                        payload=row["payload"] or {}, episode_kind=row["episode__kind"] or "",
-                                       idem_key=row.get("idem_key") or "",
+                                       idem_key=row.get("idem_key") or "", run_token=row.get("run_token") or "",
                                        provider_message_id=row.get("provider_message_id") or ""):
                 self._push(action)
 

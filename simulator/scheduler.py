@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from connectors import addresses
-from connectors.models import Channel
+from connectors.models import Channel, SandboxMessage
 from runs import events, worker
 from runs.models import Episode, EpisodeStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
@@ -135,7 +135,10 @@ class SimScheduler:
         if real:
             raise RealSendError(f"run {self.run_id}: outbox rows {[r['id'] for r in real]} were not sent to the "
                                 "sandbox connector")
-        self.cast.hear(rows)
+        # What the provider was handed (connectors.sandbox): the Reply-To token a mail client answers.
+        delivered = dict(SandboxMessage.objects.filter(idem_key__in=[row["idem_key"] for row in rows])
+                         .values_list("idem_key", "payload__run_token"))
+        self.cast.hear([{**row, "run_token": delivered.get(row["idem_key"]) or ""} for row in rows])
 
     def _deliver_due(self, report: SchedulerReport) -> None:
         for action in self.cast.pop_due(self.now):
