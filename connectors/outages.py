@@ -41,10 +41,6 @@ def disarm(run_id: int) -> None:
     _armed.pop(run_id, None)
 
 
-def armed(run_id: int) -> bool:
-    return run_id in _armed
-
-
 def active(run_id: int | None, *, at: datetime | None, kinds: tuple[str, ...], channel: str = "") -> Window | None:
     """The armed window of one of `kinds` covering `at` for this run, or None (always None for a real run)."""
     if run_id is None or at is None or run_id not in _armed:

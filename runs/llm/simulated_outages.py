@@ -21,24 +21,19 @@ ERRORS = {
 
 
 class OutageProvider:
-    """`inner`, except that each call inside the window raises."""
+    """`inner` during an outage: every call fails as the real provider's would."""
 
-    def __init__(self, inner: ModelProvider, *, run_id: int, at: datetime) -> None:
+    def __init__(self, inner: ModelProvider, *, window: outages.Window) -> None:
         self.inner = inner
         self.name = inner.name
-        self.run_id = run_id
-        self.at = at
+        self.window = window
 
     def complete(self, request: ChatRequest) -> ModelReply:
-        window = outages.active(self.run_id, at=self.at, kinds=outages.MODEL_KINDS)
-        if window is not None:
-            message, retry_after = ERRORS[window.kind]
-            raise ModelError(f"{self.inner.name}: {message}", retryable=True, retry_after=retry_after)
-        return self.inner.complete(request)
+        message, retry_after = ERRORS[self.window.kind]
+        raise ModelError(f"{self.inner.name}: {message}", retryable=True, retry_after=retry_after)
 
 
 def wrap(provider: ModelProvider, *, run_id: int | None, at: datetime | None) -> ModelProvider:
-    """The provider as this run sees it at `at`: wrapped only while the simulator has windows armed for it."""
-    if run_id is None or at is None or not outages.armed(run_id):
-        return provider
-    return OutageProvider(provider, run_id=run_id, at=at)
+    """The provider as the run sees it at `at` (its episode's time): failing inside an armed window, else itself."""
+    window = outages.active(run_id, at=at, kinds=outages.MODEL_KINDS)
+    return provider if window is None else OutageProvider(provider, window=window)
