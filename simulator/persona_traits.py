@@ -88,7 +88,7 @@ def _replies_after(p: Persona, trait: dict, message: Outbound) -> list[Action]:
     reply = p.reply(message, at=at, text=trait.get("text") or "", trait=trait["type"],
                     attachment=trait.get("attachment"), via=trait.get("via") or "direct")
     # From the latest outreach: each chasing message re-times the one reply (personas.Cast drops the older).
-    return [replace(reply, key=f"{p.role}:{trait['type']}:latest")] if latest else [reply]
+    return [replace(reply, key=f"{p.role}:{p.traits.index(trait)}")] if latest else [reply]
 
 
 def _replies_on_followup(p: Persona, trait: dict, message: Outbound) -> list[Action]:

@@ -36,12 +36,12 @@ def model_name(plan: dict) -> str:
     return (plan.get("model") or {}).get("name") or settings.LUCIA_MODEL
 
 
-def provider_for(plan: dict, *, run_id: int | None = None, at: datetime | None = None) -> ModelProvider:
-    """The plan's provider; for a run the simulator drives through an outage, one that fails inside it."""
-    return simulated_outages.wrap(_shared(plan), run_id=run_id, at=at)
+def provider_for_run(plan: dict, *, run_id: int, at: datetime) -> ModelProvider:
+    """The plan's provider as a run's episode at `at` meets it: failing inside an outage the simulator armed."""
+    return simulated_outages.wrap(provider_for(plan), run_id=run_id, at=at)
 
 
-def _shared(plan: dict) -> ModelProvider:
+def provider_for(plan: dict) -> ModelProvider:
     name = provider_name(plan)
     # Keyed by the settings in force, so a changed base URL or key (tests, reconfiguration) gets a new client.
     key = (name, settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY, settings.LUCIA_MODEL_TIMEOUT_S)

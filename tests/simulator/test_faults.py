@@ -45,13 +45,13 @@ def test_a_model_call_inside_the_window_is_a_retryable_429_and_outside_it_is_ans
     window = outages.Window(kind="model_429", starts=START, ends=START + timedelta(hours=3))
     request = ChatRequest(model="scripted", messages=[{"role": "user", "content": "hi"}])
     with faults.armed(77, [window]):
-        failing = providers.provider_for({}, run_id=77, at=START + timedelta(hours=1))
+        failing = providers.provider_for_run({}, run_id=77, at=START + timedelta(hours=1))
         with pytest.raises(ModelError) as raised:
             failing.complete(request)
-        later = providers.provider_for({}, run_id=77, at=START + timedelta(hours=3))
+        later = providers.provider_for_run({}, run_id=77, at=START + timedelta(hours=3))
     assert raised.value.retryable and raised.value.retry_after and "429" in raised.value.message
     assert later is providers.provider_for({})  # outside the window: the plain shared provider
-    assert providers.provider_for({}, run_id=77, at=START + timedelta(hours=1)) is providers.provider_for({})
+    assert providers.provider_for_run({}, run_id=77, at=START + timedelta(hours=1)) is providers.provider_for({})
 
 
 def _message(key: str, *, at: datetime) -> OutboundMessage:
