@@ -3,7 +3,7 @@
 The simulator arms them for the runs it drives in this process, and the
 layers production already has see them as they would see a real outage: the
 sandbox connector raises the ConnectorError a provider's client would
-(connectors.sandbox), the model layer a retryable ModelError (runs.llm.outages).
+(connectors.sandbox), the model layer a retryable ModelError (runs.llm.simulated_outages).
 Nothing is armed outside a simulation, so a real run never meets one.
 Process-local on purpose: the simulator calls advance_run in its own process,
 and a window is over when the case is.
