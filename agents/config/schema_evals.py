@@ -353,7 +353,8 @@ class HumanStep(Strict):
     option: HumanOption
     after: Seconds = 3600
     text: str = Field(default="", max_length=4000)
-    data: dict[Key, InputValue] = {}
+    # The option's data (runs.answers), e.g. {task_key: collect_w9}, {address: ..., channel: email}, {channels: [sms]}.
+    data: dict[Key, InputValue | list[str]] = {}
     kind: EscalationKindName | None = None
 
 

@@ -21,7 +21,8 @@ def with_case(**fields) -> dict:
 def test_the_new_vocabulary_validates_and_compiles():
     data = with_case(
         start="2026-12-28",
-        human={"after": "2h", "option": "guide_agent", "text": "Ask for it by email."},
+        human=[{"after": "2h", "option": "guide_agent", "text": "Ask for it by email."},
+               {"option": "switch_channel", "data": {"channels": ["sms"]}, "kind": "stuck"}],
         faults=[{"kind": "model_429", "from_day": 3, "to_day": 4},
                 {"kind": "provider_unreachable", "channel": "email", "from_day": 1, "at": "10:00", "lasts": "6h"}],
         personas={"vendor": {"traits": [
@@ -40,7 +41,9 @@ def test_the_new_vocabulary_validates_and_compiles():
     [case] = config.compile_config(result.config)["evals"]
     assert case["start"] == "2026-12-28"
     assert case["human"] == [{"option": "guide_agent", "after": 7200, "text": "Ask for it by email.", "data": {},
-                              "kind": None}]
+                              "kind": None},
+                             {"option": "switch_channel", "after": 3600, "text": "", "data": {"channels": ["sms"]},
+                              "kind": "stuck"}]
     assert case["faults"][1] == {"kind": "provider_unreachable", "from_day": 1, "at": "10:00", "to_day": None,
                                  "lasts": 21600, "channel": "email"}
     traits = case["personas"]["vendor"]["traits"]
