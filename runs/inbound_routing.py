@@ -82,7 +82,8 @@ def _candidates(message: InboundMessage, *, organization: Organization | None, s
     if message.channel in (Channel.SMS, Channel.VOICE) or (
             message.channel == Channel.SANDBOX and message.from_address.startswith("+")):
         yield newest_run_for_phone(organization, phone=message.from_address, sim=sim)
-    if message.channel == Channel.SLACK:
+    if message.channel == Channel.SLACK or (
+            message.channel == Channel.SANDBOX and _payload_channel(message) == Channel.SLACK):
         yield newest_run_for_slack_user(organization, user=message.from_address, sim=sim)
 
 

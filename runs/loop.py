@@ -41,7 +41,7 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
     replay = started is not None
     facts = prompts.metadata(ctx, now=started or ctx.now)
     messages = prompts.messages(ctx, facts)
-    provider = providers.provider_for(ctx.plan)
+    provider = providers.provider_for_run(ctx.plan, run_id=ctx.run_id, at=ctx.now)
     occurrences: Counter[str] = Counter()
     for _ in range(int(model.get("max_steps_per_episode") or DEFAULT_MAX_STEPS)):
         _check_lease(ctx)

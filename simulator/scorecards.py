@@ -257,6 +257,7 @@ def as_dict(scorecard: Scorecard) -> dict:
         "created_at": scorecard.created_at.isoformat(),
         "metrics": scorecard.metrics,
         "cases": scorecard.cases,
+        "simulation_id": scorecard.simulation_id,
     }
 
 

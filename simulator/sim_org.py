@@ -34,7 +34,7 @@ def organization_for(organization: Organization | None = None) -> Organization:
     elif organization.slug.endswith(SUFFIX) or organization.slug == SHARED_SLUG:
         slug, name, tz = organization.slug, organization.name, organization.default_timezone
     else:
-        slug = f"{organization.slug[: 80 - len(SUFFIX)]}{SUFFIX}"
+        slug = shadow_slug(organization)
         name, tz = f"{organization.name} (simulation)", organization.default_timezone
     return _shadow(slug, name=name, timezone=tz)
 
@@ -64,6 +64,13 @@ def _shadow(slug: str, *, name: str, timezone: str) -> Organization:
                           "for simulations, or tick 'sandbox' on it in the Studio if it is one")
     ensure_identities(sim)
     return sim
+
+
+def shadow_slug(organization: Organization) -> str:
+    """The slug of the organization's sandbox shadow (which may not exist yet)."""
+    if organization.slug.endswith(SUFFIX):
+        return organization.slug
+    return f"{organization.slug[: 80 - len(SUFFIX)]}{SUFFIX}"
 
 
 def ensure_identities(organization: Organization) -> list[Identity]:

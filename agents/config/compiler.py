@@ -119,7 +119,10 @@ def _eval(case: EvalCase) -> dict:
         "goal": case.goal,
         "inputs": dict(case.inputs),
         "personas": {role: _persona(persona) for role, persona in case.personas.items()},
+        "start": case.start,
         "approvals": [step.model_dump() for step in case.approvals],
+        "human": [step.model_dump() for step in case.human],
+        "faults": [window.model_dump() for window in case.faults],
         "expect": _expect(case),
     }
 
@@ -132,6 +135,9 @@ def _persona(persona: Persona) -> dict:
 
 def _trait(trait: dict) -> dict:
     kind = trait.pop("type")
+    if kind == "answers_call":
+        # One transcript is a list of one: the nth call says the nth entry, the last one after that.
+        trait["transcripts"] = [trait.pop("transcript")] if trait.get("transcript") else trait["transcripts"]
     # sends_attachment is a spelling of replies_after; consumers handle one type.
     return {"type": "replies_after" if kind == "sends_attachment" else kind, **trait}
 

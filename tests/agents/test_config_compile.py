@@ -171,6 +171,8 @@ def test_sends_attachment_compiles_to_replies_after():
         "business_days": None,
         "text": "",
         "attachment": {"filename": "w9.pdf", "content_type": "application/pdf", "text": ""},
+        "via": "direct",
+        "relative_to": "first",
     }
 
 

@@ -111,7 +111,7 @@ def test_invoice_golden_replies_carry_a_date_only_when_the_case_expects_one():
     pattern = plan["tasks"][0]["done_when"]["pattern"]
 
     for case in plan["evals"]:
-        texts = [t.get("text") or t.get("transcript") or "" for t in _traits(case)]
+        texts = [t.get("text") or " ".join(t.get("transcripts") or []) for t in _traits(case)]
         has_date = any(re.search(pattern, text) for text in texts)
         expects_done = case["expect"]["tasks_done"] is True or case["expect"]["tasks_done_by_day"] is not None
         assert has_date == expects_done, case["name"]
