@@ -74,7 +74,8 @@ EscalationKindName = Literal["question", "uncertain_send", "stuck", "guardrail_b
                              "provider_outage", "handoff"]
 # Options of runs.answers a scripted human can choose (approvals have their own `approvals` script).
 HumanOption = Literal["resume", "guide_agent", "reply_to_contact", "send_anyway", "stop_contacting", "handle_myself",
-                      "stop_run", "mark_done", "retry", "use_contact", "switch_channel", "sent", "not_sent", "dismiss"]
+                      "stop_run", "mark_done", "retry", "use_contact", "switch_channel", "sent", "not_sent", "dismiss",
+                      "attach_to_run"]
 FaultKind = Literal["model_429", "model_timeout", "model_5xx", "provider_unreachable", "provider_429",
                     "provider_timeout"]
 # A message counts as `acknowledgement` when sent in answer to the contact's own message, else `chasing`.
