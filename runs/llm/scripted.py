@@ -82,6 +82,8 @@ class ScriptedProvider:
         step = len(history)
         failed = next((done for done in history if not done.ok and done.name in SEND_TOOLS.values()), None)
         raw = {"scripted": {"rule": rule, "step": step, "planned": [action.tool for action in actions]}}
+        if (classified := scripted_rules.classification(facts)) is not None:
+            raw["scripted"]["classification"] = classified
         if failed is None and step < len(actions):
             action = actions[step]
             call_id = "call_" + hashlib.sha256(f"{request.request_hash()}:{step}".encode()).hexdigest()[:16]
