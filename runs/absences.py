@@ -9,16 +9,20 @@ episode's next contact moves to the return as well, so the ladder does not
 spend a step on someone who is away.
 
 A bare date is the start of the contact's working day (09:00 in their zone):
-"until the 10th" means nothing before the 10th.
+"until the 10th" means nothing before the 10th. A contact who writes back
+before the date is back: `learn_return` ends the absence (an auto-reply does not
+come back while nothing is sent to them, and a new out-of-office reply records
+a new absence).
 """
 
 from __future__ import annotations
 
 from datetime import date, datetime
 
-from runs import contact_memory, policy
+from runs import contact_memory, policy, senders
 from runs.context import EpisodeContext, EpisodeOutcome
-from runs.models import Contact, JournalKind
+from runs.models import Contact, EpisodeKind, JournalKind
+from runs.policy import memory
 from runs.promises import CHECK_TIME, zone
 
 
@@ -52,6 +56,29 @@ def record(ctx: EpisodeContext, *, role: str, until: str, reason: str, outcome: 
     ctx.journal(JournalKind.NOTE, {"runtime": True, "absence": "recorded", "contact": role, "until": entry["until"]})
     ctx.flush()
     outcome.followup_override = datetime.fromisoformat(entry["until"])
+    return entry
+
+
+def learn_return(ctx: EpisodeContext) -> dict | None:
+    """On a reply from a contact recorded as away by an earlier episode: they are back (a "returned" entry,
+    journaled). Returns the entry, or None."""
+    payload = ctx.episode.payload or {}
+    if ctx.episode.kind not in (EpisodeKind.INBOUND, EpisodeKind.CALL_REPORT):
+        return None
+    roles = senders.roles_of(ctx.contacts, sender=str(payload.get("from") or ""), channel=payload.get("channel") or "")
+    contact = next((c for c in ctx.contacts if c.role in roles), None)
+    if contact is None or memory.absent_until(contact.history, now=ctx.now) is None:
+        return None
+    with ctx.fence():
+        locked = Contact.objects.select_for_update(no_key=True).get(pk=contact.pk)
+        if memory.absent_until(locked.history, now=ctx.now) is None:
+            return None
+        entry = contact_memory.remember(locked, kind="returned", at=ctx.now, by={"contact": contact.role},
+                                        why="the contact wrote back before the return date",
+                                        episode_id=ctx.episode.pk)
+    contact.history = locked.history
+    ctx.journal(JournalKind.NOTE, {"runtime": True, "absence": "ended", "contact": contact.role})
+    ctx.flush()
     return entry
 
 

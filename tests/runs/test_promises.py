@@ -227,3 +227,16 @@ def test_a_promise_grace_in_calendar_days_counts_calendar_days():
     assert result["ok"] is True
     local = session.outcome.followup_override.astimezone(CHICAGO)
     assert (local.date().isoformat(), local.hour) == ("2025-03-10", 9)
+
+
+def test_a_contact_who_writes_back_before_the_return_date_is_back():
+    run = _started(h.make_run())
+    _reply(run, "I am out of the office until March 20th.", key="ooo")
+    assert _next_followup(run).due_at.astimezone(CHICAGO).date().isoformat() == "2025-03-20"
+
+    _reply(run, "Back early. Signed W-9 attached.", key="back", files=[h.PDF])
+
+    assert [entry["kind"] for entry in _vendor(run).history] == ["absence", "returned"]
+    # The thank-you goes out now, not on the 20th.
+    assert Run.objects.get(pk=run.pk).status == RunStatus.COMPLETED
+    assert len(_sent(run)) == 2
