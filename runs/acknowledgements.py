@@ -18,6 +18,7 @@ behaviour, every reply: a pinned version never changes under a run.
 
 from __future__ import annotations
 
+from runs import evidence
 from runs.context import EpisodeContext
 from runs.models import EpisodeKind
 
@@ -49,7 +50,15 @@ def refusal(ctx: EpisodeContext, *, text: str) -> str | None:
 
 
 def completes_run(ctx: EpisodeContext) -> bool:
-    """Whether every required task is done, counting those this episode marked."""
+    """Whether every required task is done once this episode settles: marked already, or passing its check on
+    the evidence now (the runtime marks those at the episode's end, whatever order the model wrote in)."""
     required = [task for task in ctx.plan.get("tasks") or [] if task.get("required", True)]
     open_keys = ctx.open_task_keys()
-    return bool(required) and not any(task["key"] in open_keys for task in required)
+    pending = [task for task in required if task["key"] in open_keys]
+    if not required or not pending:
+        return bool(required)
+    if any(not (task.get("done_when") or {}).get("type") for task in pending):
+        return False
+    held = evidence.gather(ctx.run_id, current=ctx.episode, checks={task["done_when"]["type"] for task in pending})
+    return all(evidence.check(task["done_when"], evidence=held, task_key=task["key"],
+                              contact_role=task.get("contact_role")).passed for task in pending)
