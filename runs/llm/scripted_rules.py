@@ -25,18 +25,18 @@ Replies (inbound, call reports), first match wins:
                        sender already claimed it in an earlier reply, or the task needs a human's confirmation
     status_update      as acknowledgement ("All on track.")
     acknowledgement    reply ack when the plan has an `ack` template, else nothing ("not yet", "will do")
+    unclassified       ask_human
 
 Every answer to a reply that asks nothing (ack, thanks) follows the plan's
 `acknowledge` (metadata "acknowledge"; runs.acknowledgements enforces it too).
-    unclassified       ask_human
 
 Outreach (start, followup): one send per contact with open required tasks, on
 the policy's channel; moment first (step 0), followup, or final. A follow-up
 with step null is an answer deadline: nothing to send. A follow-up that finds
 a promise broken (metadata "promise", broken_now) checks with `promise_check`
-("did it go through?"); a second broken promise on the task goes to a human. Human answers: a
-yes/no or stop answer sends nothing; otherwise chase again on the follow-up
-moment, citing a free-text answer. API events: evidence marks only.
+("did it go through?"); a second broken promise on the task goes to a human.
+Human answers: a yes/no or stop answer sends nothing; otherwise chase again on
+the follow-up moment, citing a free-text answer. API events: evidence marks only.
 """
 
 from __future__ import annotations

@@ -245,3 +245,14 @@ def test_approvals_default_to_none_and_compile_per_channel_in_canonical_order():
                                                "channels": {"email": "none", "sms": "all"}}
     data["approvals"] = "all"
     assert compile_data(data)["approvals"] == {"outbound": "all", "channels": {}}
+
+
+def test_promise_and_absence_tools_name_the_agents_own_tasks_and_roles():
+    tools = {tool["name"]: tool["parameters"] for tool in compile_data(minimal())["tools"]}
+
+    promise, absence = tools["record_promise"], tools["record_absence"]
+    assert promise["properties"]["task_key"]["enum"] == [t["key"] for t in minimal()["tasks"]]
+    assert promise["properties"]["due"]["format"] == "date"
+    assert set(promise["required"]) == {"task_key", "due", "what", "quote"}
+    assert absence["properties"]["to_role"]["enum"] == [c["role"] for c in minimal()["contacts"]]
+    assert set(absence["required"]) == {"to_role", "until", "reason"}
