@@ -146,7 +146,9 @@ def for_prompt(contacts: list[Contact], *, episode_id: int) -> dict | None:
                     "what": last.get("what", ""), "broken_now": True,
                     "broken_count": broken_count(history, task_key=last["task_key"])}
     for contact in contacts:
-        pending = active(contact.history)
+        # As the run stood when the episode began: a promise this episode records would change a replayed request.
+        pending = active([e for e in contact.history or []
+                          if not (e.get("kind") == "promise" and e.get("episode_id") == episode_id)])
         if pending:
             last = pending[-1]
             return {"contact_role": contact.role, "task_key": last["task_key"], "due": last["due"],
