@@ -240,3 +240,18 @@ def test_a_contact_who_writes_back_before_the_return_date_is_back():
     # The thank-you goes out now, not on the 20th.
     assert Run.objects.get(pk=run.pk).status == RunStatus.COMPLETED
     assert len(_sent(run)) == 2
+
+
+def test_a_reexecuted_promise_episode_replays_its_model_calls_and_records_once(monkeypatch):
+    provider = h.CountingProvider()
+    h.use_provider(monkeypatch, provider)
+    run = _started(h.make_run())
+    _reply(run, "I will send it on the 14th.", key="promise")
+    calls = provider.calls
+    episode = Episode.objects.get(run=run, kind=EpisodeKind.INBOUND)
+
+    Episode.objects.filter(pk=episode.pk).update(status=EpisodeStatus.QUEUED)  # as after a crash before its close
+    worker.advance_run(run.pk)
+
+    assert provider.calls == calls  # the same requests: answered from the journal
+    assert [entry["kind"] for entry in _vendor(run).history] == ["promise"]
