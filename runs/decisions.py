@@ -18,7 +18,7 @@ completes the run).
 
 from django.db.models import Q, prefetch_related_objects
 
-from runs import clock, escalations, events, outbox, policy
+from runs import clock, escalations, events, journal, outbox, policy, promises
 from runs.context import EpisodeOutcome
 from runs.models import (
     Episode,
@@ -27,6 +27,7 @@ from runs.models import (
     Escalation,
     EscalationKind,
     EscalationStatus,
+    JournalKind,
     OutboxMessage,
     OutboxStatus,
     Run,
@@ -130,6 +131,11 @@ def end_run(run: Run, *, status: str, outcome: str) -> None:
     # `state` too: the policy's last memory is kept with the ending.
     run.save(update_fields=["status", "outcome", "ended_at", "wake_when", "next_wake_at", "state", "updated_at"])
     Episode.objects.filter(run_id=run.pk, status=EpisodeStatus.QUEUED).update(status=EpisodeStatus.CANCELLED)
+    if status == RunStatus.COMPLETED:
+        resolved = escalations.resolve_on_completion(run, note=f"Closed by the runtime: the run completed. {outcome}")
+        if resolved:
+            journal.write(run, [journal.Entry(episode_id=None, kind=JournalKind.NOTE, at=run.ended_at, data={
+                "runtime": True, "text": "open questions closed: the run completed", "escalations": resolved})])
 
 
 def _schedule_followup(run: Run, episode: Episode, step: policy.NextStep) -> list[str]:
@@ -145,13 +151,17 @@ def _schedule_followup(run: Run, episode: Episode, step: policy.NextStep) -> lis
 
 def _as_the_contact_asked(run: Run, step: policy.NextStep):
     """(channel, due) for the chased contact's memory (runs.policy.memory): their preferred channel, never an
-    opted-out one, and not before they are back from an absence."""
+    opted-out one, not before they are back from an absence nor before a promise of theirs is due for its check."""
     contact = _chased_contact(run)
     if contact is None or not contact.history:
         return step.channel, step.due_at
     allowed = list(run.plan.get("capabilities") or [])
     channel = memory.channel_for(contact.history, ladder_channel=step.channel, allowed=allowed)
-    away = memory.absent_until(contact.history, now=step.due_at)
+    open_keys = {task.key for task in run.tasks.all() if task.status == TaskStatus.OPEN}
+    # Away, or a promise not yet due for its check: no chasing before then (runs.absences, runs.promises).
+    holds = [memory.absent_until(contact.history, now=step.due_at),
+             promises.chase_after(contact.history, open_keys=open_keys)]
+    away = max((hold for hold in holds if hold is not None and hold > step.due_at), default=None)
     if away is None:
         return channel, step.due_at
     tz = policy.resolve_timezone(run.plan, contact_tz=contact.timezone, org_tz=run.organization.default_timezone)

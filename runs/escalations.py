@@ -142,6 +142,19 @@ def clear_outage(organization_id: int, *, channel: str) -> int:
              answered_at=clock.wall_now())
 
 
+def resolve_on_completion(run: Run, *, note: str) -> list[int]:
+    """The run completed: every question still open about it is resolved with `note` (no open escalation
+    outlives a completed run, and nobody is notified about it again). `run` is locked by the caller's fence.
+    Returns the ids resolved."""
+    open_ids = list(Escalation.objects.filter(run_id=run.pk, status=EscalationStatus.OPEN).values_list("pk", flat=True))
+    if open_ids:
+        Escalation.objects.filter(pk__in=open_ids, status=EscalationStatus.OPEN).update(
+            status=EscalationStatus.RESOLVED, answer=note[:2000], answered_via="runtime",
+            answered_at=clock.now(run), notify_at=None,
+        )
+    return open_ids
+
+
 def take_due_notices(*, batch: int) -> list[Escalation]:
     """Open escalations whose next notice is due, locked until the caller's transaction ends; the caller
     queues each one's notice and moves it on with notice_queued. SKIP LOCKED: another dispatcher has those."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from runs import contact_memory, evidence, journal, model_outages, prompts, tool_executor, tools
+from runs import absences, contact_memory, evidence, journal, model_outages, promises, prompts, tool_executor, tools
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.llm import journaled, providers
 from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, function_tools
@@ -35,6 +35,10 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
     tool_executor.flush_pending(ctx)
     # "Email me instead": the contact's own words move their follow-ups, before the model answers them.
     contact_memory.learn_from_reply(ctx)
+    # A contact who writes back while recorded as away is back (runs.absences).
+    absences.learn_return(ctx)
+    # A promise whose date and grace passed with its task open is broken before the model writes (runs.promises).
+    promises.review(ctx)
     model = ctx.plan.get("model") or {}
     started = journal.first_entry_at(ctx.episode.pk)
     # An episode that never journaled anything has nothing to replay: its model calls skip the lookup.

@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from runs import journal, senders
+from runs import acknowledgements, journal, promises, senders
 from runs.context import EpisodeContext
 from runs.models import Episode, EpisodeKind, Escalation, JournalEntry, JournalKind, Task
 from runs.policy import cadence
 
 SUMMARY_ENTRIES = 20
 SUMMARY_CHARS = 240
+EARLIER_REPLIES = 10
 EVENT_TEXT_CHARS = 8000
 
 RULES = """Rules:
@@ -28,6 +29,11 @@ RULES = """Rules:
 - A task is done only when the runtime's check passes on evidence (an attachment, a reply, a human's answer);
   a claim such as "I already sent it" is not evidence. Call mark_task_done and read the result.
 - Timing is the runtime's: do not promise dates; use schedule_followup when someone asks to be contacted later.
+- A commitment with a date ("we will pay on the 15th") goes to record_promise, an absence with a return date
+  ("out until the 10th", "away for 2 weeks") to record_absence; neither completes a task.
+- A claim with nothing attached ("I already sent it"): say it has not arrived and ask them to send it again;
+  ask a human only when the claim repeats.
+- Answer a reply with a message that asks nothing only as the plan's acknowledge setting allows.
 - Ask a human (ask_human) on disputes, complaints, threats, requests for money or signatures, or anything unclear.
 - Call finish with a short summary when this event is handled."""
 
@@ -60,6 +66,9 @@ def metadata(ctx: EpisodeContext, *, now: datetime) -> dict:
         "inputs": dict(ctx.run.inputs or {}),
         "human_answers": _human_answers(ctx),
         "human_guidance": _human_guidance(ctx),
+        "acknowledge": acknowledgements.mode(plan),
+        "promise": promises.for_prompt(ctx.contacts, episode_id=ctx.episode.pk),
+        "earlier_replies": _earlier_replies(ctx) if event.get("contact_role") is not None else [],
     }
 
 
@@ -159,6 +168,23 @@ def _human_answers(ctx: EpisodeContext) -> list[str]:
     return [a.payload.get("answer") for a in answers.order_by("seq") if (a.payload or {}).get("answer")]
 
 
+def _earlier_replies(ctx: EpisodeContext) -> list[dict]:
+    """The contacts' earlier replies in this run, oldest first (the latest EARLIER_REPLIES): what they already
+    said, e.g. a claim they repeat."""
+    earlier = Episode.objects.filter(run_id=ctx.run_id, kind__in=(EpisodeKind.INBOUND, EpisodeKind.CALL_REPORT),
+                                     seq__lt=ctx.episode.seq).order_by("-seq")[:EARLIER_REPLIES]
+    replies = []
+    for episode in reversed(list(earlier)):
+        payload = episode.payload or {}
+        replies.append({
+            "seq": episode.seq,
+            "contact_role": _role_of_sender(ctx, payload.get("from", ""), channel=payload.get("channel") or ""),
+            "text": str(payload.get("text") or payload.get("transcript") or "")[:SUMMARY_CHARS],
+            "attachments": sum(1 for a in payload.get("attachments") or [] if a.get("stored")),
+        })
+    return replies
+
+
 def _journal_summary(ctx: EpisodeContext) -> list[str]:
     earlier = JournalEntry.objects.filter(run_id=ctx.run_id, episode__seq__lt=ctx.episode.seq).exclude(
         kind=JournalKind.MODEL_CALL
@@ -178,6 +204,11 @@ def _describe(ctx: EpisodeContext, facts: dict) -> str:
     lines += [f"- {c['role']}: {c['name'] or 'unnamed'} via {', '.join(c['channels'])}" for c in facts["contacts"]]
     if facts["human_answers"]:
         lines.append("Answers from humans: " + "; ".join(facts["human_answers"]))
+    lines.append(f"Acknowledge replies: {facts['acknowledge']} (every_reply | on_completion | never)")
+    if facts["promise"]:
+        lines.append("Promise: " + json.dumps(facts["promise"], default=str))
+    if facts["earlier_replies"]:
+        lines.append("Earlier replies: " + json.dumps(facts["earlier_replies"], default=str))
     if facts["human_guidance"]:
         lines.append("Guidance from your team (follow it; never send it to the contact as written): "
                      + "; ".join(facts["human_guidance"]))

@@ -41,6 +41,7 @@ def compile_config(cfg: AgentConfig) -> dict:
         "compliance": _compliance(cfg.compliance),
         "approvals": {"outbound": cfg.approvals.outbound,
                       "channels": {c: cfg.approvals.channels[c] for c in CHANNELS if c in cfg.approvals.channels}},
+        "acknowledge": cfg.acknowledge,
         "tools": tool_schemas.build(cfg),
         "model": compile_model(cfg.model),
         "evals": [_eval(case) for case in cfg.evals],
@@ -83,6 +84,8 @@ def _followup(followup: FollowupSpec) -> dict:
         "reply_grace_s": followup.reply_grace,
         "escalation_sla_s": followup.escalation_sla,
         "holidays": sorted(followup.holidays),
+        "promise_grace": {"delay_s": followup.promise_grace.seconds,
+                          "delay_business_days": followup.promise_grace.business_days},
     }
 
 

@@ -29,6 +29,12 @@ timezone the hours are read in (the contact's, else the organization's). A
 public holiday is not a business day: nothing is sent and no business-day
 delay counts it.
 
+Promises. A contact's promise with a date ("we will pay on the 15th", recorded
+with the `record_promise` tool) pauses chasing until the date plus
+`promise_grace` (default `2bd`: two business days for a payment to land);
+then the next outreach checks whether it went through and the ladder resumes.
+A broken promise never completes a task: only the task's `done_when` does.
+
 Timezone. Business days, business hours and quiet hours are read in the
 contact's timezone (`contact`), the organization's (`organization`), or the
 fixed `timezone` (`fixed`, which then requires `timezone`).
@@ -41,7 +47,7 @@ from functools import cache
 from typing import Annotated, Literal
 
 import holidays as holiday_calendars
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from agents.config import durations
 from agents.config.schema_base import Channel, ClockTime, DurationValue, Seconds, Strict, TimeZoneName, Weekday, fail
@@ -99,6 +105,11 @@ class Step(Strict):
     channel: Channel
 
 
+# A grace longer than this is a typo or a promise the agent should not wait on without a human.
+MAX_PROMISE_GRACE_S = 30 * 86400
+MAX_PROMISE_GRACE_BD = 20
+
+
 class FollowupSpec(Strict):
     timezone_source: Literal["contact", "organization", "fixed"] = "contact"
     timezone: TimeZoneName | None = None
@@ -110,5 +121,14 @@ class FollowupSpec(Strict):
     on_reply: Literal["pause", "restart", "stop"] = "pause"
     reply_grace: Seconds = durations.parse_seconds("2d")
     holidays: Calendars = []
+    promise_grace: DurationValue = durations.Duration(business_days=2)
     # An escalation of this agent's runs still unanswered this long after it opened is announced again (once).
     escalation_sla: Seconds = durations.parse_seconds("4h")
+
+    @field_validator("promise_grace")
+    @classmethod
+    def _promise_grace_bounded(cls, grace: durations.Duration) -> durations.Duration:
+        if grace.seconds > MAX_PROMISE_GRACE_S or grace.business_days > MAX_PROMISE_GRACE_BD:
+            raise fail("promise_grace", "promise_grace is longer than 30 days (20 business days)",
+                       "a few days is usual, e.g. promise_grace: 2bd")
+        return grace

@@ -551,3 +551,29 @@ def test_an_unknown_holiday_calendar_is_refused_with_a_suggestion():
     errors = validate(data).errors
     assert [e.path for e in errors] == ["followup.holidays"]
     assert "'XQ'" in errors[0].message and "contact" in errors[0].hint
+
+
+@pytest.mark.parametrize(("field", "value", "path", "hint"), [
+    ("acknowledge", "sometimes", "acknowledge", "every_reply, on_completion, never"),
+    ("promise_grace", "45d", "followup.promise_grace", "promise_grace: 2bd"),
+    ("promise_grace", "25bd", "followup.promise_grace", "promise_grace: 2bd"),
+    ("promise_grace", "soon", "followup.promise_grace", "2bd"),
+])
+def test_a_bad_acknowledge_or_promise_grace_names_the_path_and_the_fix(field, value, path, hint):
+    data = minimal()
+    if field == "acknowledge":
+        data["acknowledge"] = value
+    else:
+        data["followup"]["promise_grace"] = value
+
+    error = only_error(validate(data))
+
+    assert error.path == path
+    assert hint in error.hint
+
+
+def test_promise_grace_accepts_business_and_calendar_days():
+    for value in ("2bd", "3d", "0m"):
+        data = minimal()
+        data["followup"]["promise_grace"] = value
+        assert validate(data).ok, value

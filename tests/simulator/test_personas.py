@@ -11,7 +11,7 @@ import pytest
 
 from agents import versions
 from connectors.models import Attachment, InboundMessage, Suppression
-from runs.models import Episode, EpisodeKind, Escalation, OutboxMessage, OutboxStatus, Run, Task
+from runs.models import Contact, Episode, EpisodeKind, Escalation, OutboxMessage, OutboxStatus, Run, Task
 from simulator import documents, engine, personas, sim_org
 from tests.factories import AgentFactory
 from tests.fakes.openai_server import FakeOpenAIServer, completion
@@ -183,7 +183,10 @@ def test_answers_call_reports_the_transcript_as_a_call_report():
     call = OutboxMessage.objects.get(run_id=result.run_id, channel="voice")
     assert report.payload["transcript"] == transcript and report.payload["channel"] == "voice"
     assert call.sent_at < report.due_at < call.sent_at + timedelta(minutes=10)
-    assert Task.objects.get(run_id=result.run_id, key="payment_date").status == "done"
+    # A date on the phone is a promise to hold them to, not the payment.
+    promise = Contact.objects.get(run_id=result.run_id, role="payer").history[0]
+    assert (promise["kind"], promise["due"]) == ("promise", "2030-02-01")
+    assert Task.objects.get(run_id=result.run_id, key="remittance").status == "open"
 
 
 def test_asks_for_channel_is_answered_on_that_channel():
@@ -193,7 +196,9 @@ def test_asks_for_channel_is_answered_on_that_channel():
 
     ask = Episode.objects.get(run_id=result.run_id, kind=EpisodeKind.INBOUND)
     assert ask.payload["channel"] == "slack" and "email me" in ask.payload["text"].lower()
-    assert OutboxMessage.objects.filter(run_id=result.run_id, episode=ask, channel="email").exists()
+    # acknowledge: on_completion, so no "sure" goes back; the next check-in is by email.
+    assert not OutboxMessage.objects.filter(run_id=result.run_id, episode=ask).exists()
+    assert OutboxMessage.objects.filter(run_id=result.run_id, episode__seq__gt=ask.seq, channel="email").exists()
 
 
 def test_language_trait_writes_its_text_and_tags_the_reply():
