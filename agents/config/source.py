@@ -105,8 +105,12 @@ def load(text: str) -> object:
 
 
 def _check_nodes(root: yaml.Node) -> None:
-    """Refuse non-scalar mapping keys (with their path) and alias expansion past MAX_VALUES; iterative."""
-    stack: list[tuple[yaml.Node, tuple[str | int, ...]]] = [(root, ())]
+    """Refuse non-scalar mapping keys (with their path) and alias expansion past MAX_VALUES; iterative.
+
+    A node's location is kept as a link to its parent's (made into a path only for an error): copying
+    whole paths would make a deep or self-referencing alias (`a: &a [*a]`) quadratic.
+    """
+    stack: list[tuple[yaml.Node, tuple | None]] = [(root, None)]
     count = 0
     while stack:
         node, loc = stack.pop()
@@ -123,9 +127,17 @@ def _check_nodes(root: yaml.Node) -> None:
                     mark = key_node.start_mark
                     raise SourceError(
                         f"a key must be plain text, not a {kind} (line {mark.line + 1}, column {mark.column + 1})",
-                        line=mark.line + 1, column=mark.column + 1, path=errors.format_path(list(loc)),
+                        line=mark.line + 1, column=mark.column + 1, path=errors.format_path(_path(loc)),
                         hint="write `name: value`; quote a key that contains brackets or braces",
                     )
-                stack.append((value_node, (*loc, key_node.value)))
+                stack.append((value_node, (loc, key_node.value)))
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, (*loc, index)) for index, item in enumerate(node.value))
+            stack.extend((item, (loc, index)) for index, item in enumerate(node.value))
+
+
+def _path(loc: tuple | None) -> list[str | int]:
+    parts: list[str | int] = []
+    while loc is not None:
+        loc, part = loc
+        parts.append(part)
+    return parts[::-1]

@@ -125,8 +125,9 @@ def test_default_version_is_the_latest_valid_one(fake_engine):
 @pytest.mark.django_db(transaction=True)
 def test_jobs_runs_cases_in_parallel_lanes_with_the_serial_results(engine):
     collector_draft()
-    serial_code, serial_out, _ = simulate("document-collector", "--json", "--seed", "3")
-    parallel_code, parallel_out, _ = simulate("document-collector", "--json", "--seed", "3", "--jobs", "2")
+    three = ["--case", "replies-with-pdf-after-3-days", "--case", "silent-vendor-escalates", "--case", "stop-on-sms"]
+    serial_code, serial_out, _ = simulate("document-collector", "--json", "--seed", "3", *three)
+    parallel_code, parallel_out, _ = simulate("document-collector", "--json", "--seed", "3", "--jobs", "2", *three)
 
     def verdicts(out: str) -> list[tuple]:
         return [(case["name"], case["passed"], case["reasons"], case["metrics"]) for case in json.loads(out)["cases"]]
