@@ -12,7 +12,8 @@ from tests.simulator.test_personas import case, simulate
 
 pytestmark = pytest.mark.django_db
 
-CLAIM = {"type": "replies_after", "days": 1, "text": "I already sent it last week."}
+# Not "I already sent it": a first claim is asked again (no escalation); a wrong contact goes to a human.
+CLAIM = {"type": "replies_after", "days": 1, "text": "Wrong number, who is this?"}
 
 
 def test_an_answer_comes_after_the_escalation_by_the_scripted_delay_and_wakes_the_run():
