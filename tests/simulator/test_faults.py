@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -14,7 +15,7 @@ from connectors.models import Identity, SandboxMessage
 from connectors.sandbox import SandboxConnector
 from runs.llm import providers
 from runs.llm.base import ChatRequest, ModelError
-from runs.models import Escalation, EscalationKind, OutboxMessage, OutboxStatus
+from runs.models import Escalation, EscalationKind, JournalEntry, JournalKind, OutboxMessage, OutboxStatus
 from simulator import faults
 from tests.factories import OrganizationFactory
 from tests.simulator.test_golden_cases import template_version
@@ -107,3 +108,29 @@ def test_a_model_outage_reaches_the_run_as_a_model_failure_and_nothing_is_sent()
     stuck = Escalation.objects.filter(run_id=result.run_id, kind=EscalationKind.STUCK)
     assert stuck.exists() and "503" in stuck.first().prompt
     assert not OutboxMessage.objects.filter(run_id=result.run_id).exists()
+
+
+def test_a_model_outage_backs_off_on_the_runs_clock_and_never_sleeps(monkeypatch):
+    # A simulated week must not cost wall-clock time for the model's retries: any real wait fails the case.
+    slept = []
+
+    def forbidden_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        raise AssertionError(f"slept {seconds}s of wall-clock time during a simulated model outage")
+
+    monkeypatch.setattr(time, "sleep", forbidden_sleep)
+    result = simulate(template_version("document-collector"),
+                      {**case("short-outage", {"type": "silent"}), "weeks": 1,
+                       "faults": [{"kind": "model_429", "from_day": 0, "at": "08:00", "lasts": 7200}]})
+
+    assert slept == []
+    postponed = list(JournalEntry.objects.filter(run_id=result.run_id, kind=JournalKind.NOTE,
+                                                 data__model_outage=True).order_by("at"))
+    waits = [datetime.fromisoformat(note.data["retry_at"]) - note.at for note in postponed]
+    # Each retry is scheduled on the run's clock, a minute and more apart, and the next attempt happens then.
+    assert len(waits) >= 3 and all(wait >= timedelta(seconds=30) for wait in waits)
+    assert [note.at for note in postponed[1:]] == [datetime.fromisoformat(note.data["retry_at"])
+                                                   for note in postponed[:-1]]
+    first = OutboxMessage.objects.filter(run_id=result.run_id, status=OutboxStatus.SENT).order_by("sent_at").first()
+    assert first.sent_at >= datetime(2029, 12, 31, 10, 0, tzinfo=NEW_YORK)  # after the window, not within it
+    assert not Escalation.objects.filter(run_id=result.run_id, kind=EscalationKind.STUCK).exists()

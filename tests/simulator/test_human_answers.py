@@ -12,7 +12,7 @@ from tests.simulator.test_personas import case, simulate
 
 pytestmark = pytest.mark.django_db
 
-# A reply the agent cannot act on alone: it asks a human (a question escalation).
+# Not "I already sent it": a first claim is asked again (no escalation); a wrong contact goes to a human.
 CLAIM = {"type": "replies_after", "days": 1, "text": "Wrong number, who is this?"}
 
 
