@@ -475,7 +475,7 @@ def test_support_sees_and_answers_only_their_organizations_escalations():
     client = _client(_user("sam", organizations=[ours.organization]))
 
     assert _listed(client) == [ours.pk]
-    assert client.get(_page(theirs)).status_code == 302  # the admin's "does not exist" redirect, not the page
+    assert client.get(_page(theirs)).status_code == 404  # as if it did not exist
     client.post(_page(theirs), {"_option": "stop_run"})
     client.post(QUEUE, {"action": "stop_selected_runs", "_selected_action": [theirs.pk]})
     assert Escalation.objects.get(pk=theirs.pk).status == EscalationStatus.OPEN
