@@ -488,3 +488,15 @@ def test_a_superuser_sees_every_organization():
     root = User.objects.create_superuser("root", "root@example.com", "pw")
 
     assert set(_listed(_client(root))) == {ours.pk, theirs.pk}
+
+
+def test_context_lists_of_words_read_as_words_and_nested_context_stays_indented_json():
+    from runs.admin_queue_page import context_items
+    from tests.factories import EscalationFactory
+
+    escalation = EscalationFactory(context={"suggested_answers": ["stop contacting them", "continue"],
+                                            "evidence": {"file": "w9.pdf"}})
+
+    rows = dict((key, (value, block)) for key, value, block in context_items(escalation))
+    assert rows["suggested answers"] == ("stop contacting them · continue", False)
+    assert rows["evidence"] == ('{\n  "file": "w9.pdf"\n}', True)
