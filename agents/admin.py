@@ -277,13 +277,27 @@ class AgentVersionAdmin(BuilderViews, OrganizationScopedAdmin, WritesThroughDoma
             return ["agent", "source"]
         if obj.is_editable:
             return ["agent", "number", "status", "source", "config_hash", "created_by", "created_at"]
-        return ["agent", "number", "status", "source_text", "config_hash", "gate_scorecard", "published_at",
+        return ["agent", "number", "status", "source_text", "config_hash", "gate_scorecard_link", "published_at",
                 "created_by", "created_at"]
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         if obj is None:
             return []
         return [name for name in self.get_fields(request, obj) if name != "source" or not obj.is_editable]
+
+    @admin.display(description="gate scorecard")
+    def gate_scorecard_link(self, version: AgentVersion) -> str:
+        """The scorecard the gate passed (its JSON copy is kept on the version) as a verdict and a link."""
+        card = version.gate_scorecard
+        if not card:
+            return "-"
+        cases = card.get("cases") or []
+        summary = (f"scorecard #{card.get('id')}: {'passed' if card.get('passed') else 'failed'}, "
+                   f"{sum(1 for case in cases if case.get('passed'))} of {len(cases)} cases")
+        if not card.get("id"):
+            return summary
+        return format_html('<a href="{}">{}</a>', reverse("admin:simulator_scorecard_change", args=[card["id"]]),
+                           summary)
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         # Published and retired versions, and every template version, open as view-only pages.

@@ -12,7 +12,7 @@ from django.contrib.admin.utils import NotRelationField, get_fields_from_path
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
 
 from agents.models import Organization
 
@@ -43,7 +43,18 @@ def may_see_organization(user: AbstractBaseUser, organization: Organization | No
     return organization is not None and visible_organizations(user).filter(pk=organization.pk).exists()
 
 
-class OrganizationScopedAdmin:
+class MissingRowIsNotFound:
+    """Admin mixin: a row that is missing, or in another organization, is a 404 on its change and history pages.
+
+    The stock admin redirects to the index with "does not exist. Perhaps it was
+    deleted?", a 200 page that hides the mistake from links and tests alike.
+    """
+
+    def _get_obj_does_not_exist_redirect(self, request: HttpRequest, opts, object_id: str):
+        raise Http404(f"No {opts.verbose_name} {object_id} in your organizations.")
+
+
+class OrganizationScopedAdmin(MissingRowIsNotFound):
     """Admin mixin: the changelist, change pages, actions and choices only reach the user's organizations.
 
     Set `organization_path` to the lookup from the model to its Organization

@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agents.staff import OrganizationScopedAdmin, scope_to_user
+from agents.staff import MissingRowIsNotFound, OrganizationScopedAdmin, scope_to_user
 from connectors import suppressions
 from connectors.models import DeliveryEvent, InboundMessage, InboundStatus, Suppression, SuppressionLift
 from runs import inbound_triage
@@ -283,7 +283,7 @@ class SuppressionLiftAdmin(OrganizationScopedAdmin, ShownNotEdited):
 
 
 @admin.register(DeliveryEvent)
-class DeliveryEventAdmin(ShownNotEdited):
+class DeliveryEventAdmin(MissingRowIsNotFound, ShownNotEdited):
     """Provider tracking events. An event has no organization of its own: it is the organization's whose send
     (outbox row) it names, by idempotency key or provider message id."""
 

@@ -165,7 +165,9 @@ def context_items(escalation: Escalation) -> list[tuple[str, str, bool]]:
     for key, value in (escalation.context or {}).items():
         if key in panelled:
             continue
-        if isinstance(value, dict | list):
+        if isinstance(value, list) and all(isinstance(item, str | int | float) for item in value):
+            rows.append((key.replace("_", " "), " · ".join(str(item) for item in value), False))  # e.g. suggestions
+        elif isinstance(value, dict | list):
             rows.append((key.replace("_", " "), json.dumps(value, indent=2, ensure_ascii=False, default=str), True))
         else:
             rows.append((key.replace("_", " "), str(value), "\n" in str(value)))

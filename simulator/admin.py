@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
 
 from agents.staff import OrganizationScopedAdmin
 from simulator import case_table, generator
@@ -33,7 +34,16 @@ class SimulationAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
     search_fields = ["version__agent__slug", "organization__slug"]
     raw_id_fields = ["version", "organization"]
     fields = ["version", "organization", "status", "cases_done", "cases_total", "current_case", "error", "seed",
-              "weeks", "queued_at", "requested_by", "started_at", "finished_at", "results"]
+              "weeks", "queued_at", "requested_by", "started_at", "finished_at", "case_results"]
+
+    @admin.display(description="results")
+    def case_results(self, simulation: Simulation) -> str:
+        if not simulation.results:
+            return "-"
+        return format_html('<table class="lucia-facts">{}</table>', format_html_join(
+            "", "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
+            ((case.get("name"), case.get("kind", ""), "pass" if case.get("passed") else "fail: " + "; ".join(
+                case.get("reasons") or [])) for case in simulation.results)))
 
     @admin.display(description="cases done")
     def progress(self, simulation: Simulation) -> str:
@@ -48,7 +58,7 @@ class ScorecardAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
     list_select_related = ["version__agent"]
     search_fields = ["version__agent__slug", "config_hash"]
     raw_id_fields = ["version", "simulation"]
-    fields = ["version", "config_hash", "passed", "seed", "simulation", "created_at", "metrics"]
+    fields = ["version", "config_hash", "passed", "seed", "simulation", "created_at", "metrics_table"]
     change_form_template = "admin/simulator/scorecard/change_form.html"
 
     class Media:
@@ -60,6 +70,10 @@ class ScorecardAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
             extra_context = {**(extra_context or {}), "scorecard": scorecard,
                              "case_rows": case_table.rows_for(scorecard)}
         return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="metrics")
+    def metrics_table(self, scorecard: Scorecard) -> str:
+        return facts_table(scorecard.metrics)
 
     @admin.display(description="result", boolean=True, ordering="passed")
     def verdict(self, scorecard: Scorecard) -> bool:
@@ -73,6 +87,20 @@ class ScorecardAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
     @admin.display(description="hash")
     def short_hash(self, scorecard: Scorecard) -> str:
         return scorecard.config_hash[:12]
+
+
+def facts_table(facts: dict) -> str:
+    """A JSON object as a two-column table (nested objects as "key: value" lists), not as a JSON dump."""
+    if not facts:
+        return "-"
+
+    def shown(value) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{key}: {shown(inner)}" for key, inner in value.items())
+        return "-" if value is None else str(value)
+
+    return format_html('<table class="lucia-facts">{}</table>', format_html_join(
+        "", "<tr><th>{}</th><td>{}</td></tr>", ((key.replace("_", " "), shown(value)) for key, value in facts.items())))
 
 
 @admin.register(EvalCase)

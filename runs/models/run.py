@@ -80,7 +80,7 @@ class Run(FSMModelMixin, models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"Run {self.pk} ({self.status})"
+        return f"Run {self.pk} ({self.get_status_display().lower()})"
 
     @property
     def is_open(self) -> bool:

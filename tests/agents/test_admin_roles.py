@@ -81,7 +81,8 @@ def test_each_role_reads_every_page_but_only_its_organizations_rows(as_role, wor
         if label in world.rows:
             acme_row, globex_row = world.rows[label]
             assert acme_row.pk in shown and globex_row.pk not in shown, label
-            assert client.get(url(label, "change", globex_row.pk)).status_code == 302, label  # "does not exist"
+            assert client.get(url(label, "change", globex_row.pk)).status_code == 404, label  # as if missing
+            assert client.get(url(label, "history", globex_row.pk)).status_code == 404, label
         assert "globex" not in response.content.decode().lower(), f"{label} names another organization"
 
 
@@ -203,3 +204,12 @@ def test_only_a_superuser_assigns_staff_to_organizations(client, as_role, world)
         "api_keys-0-organization": world.globex.pk,
     })
     assert list(world.globex.staff.all()) == [ops]
+
+
+def test_a_missing_row_is_a_404_on_every_studio_page_even_for_a_superuser(client):
+    client.force_login(studio_user("root", superuser=True))
+    for label in STUDIO_MODELS:
+        for view in ("change", "history"):
+            response = client.get(url(label, view, 999_999))
+            assert response.status_code == 404, f"{label} {view}"
+    assert "Lucia Studio" in response.content.decode()

@@ -172,7 +172,9 @@ def test_worker_health_is_the_healthz_report(client, acme):
 
     assert context["health"].healthy is False and healthz["status"] == "error"
     assert context["health"].problems[0].split(":")[0] == healthz["problems"][0].split(":")[0] == "due-lag"
-    assert _card(client.get("/admin/").content.decode(), "health")[1] == "/healthz/"
+    # The card leads to the readable panel below it (the JSON stays one link away, in the panel's heading).
+    page = client.get("/admin/").content.decode()
+    assert _card(page, "health")[1] == "#panel-health" and 'id="panel-health"' in page and 'href="/healthz/"' in page
 
 
 def test_staff_count_only_their_organizations(client, acme):

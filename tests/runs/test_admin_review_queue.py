@@ -475,7 +475,7 @@ def test_support_sees_and_answers_only_their_organizations_escalations():
     client = _client(_user("sam", organizations=[ours.organization]))
 
     assert _listed(client) == [ours.pk]
-    assert client.get(_page(theirs)).status_code == 302  # the admin's "does not exist" redirect, not the page
+    assert client.get(_page(theirs)).status_code == 404  # as if it did not exist
     client.post(_page(theirs), {"_option": "stop_run"})
     client.post(QUEUE, {"action": "stop_selected_runs", "_selected_action": [theirs.pk]})
     assert Escalation.objects.get(pk=theirs.pk).status == EscalationStatus.OPEN
@@ -488,3 +488,15 @@ def test_a_superuser_sees_every_organization():
     root = User.objects.create_superuser("root", "root@example.com", "pw")
 
     assert set(_listed(_client(root))) == {ours.pk, theirs.pk}
+
+
+def test_context_lists_of_words_read_as_words_and_nested_context_stays_indented_json():
+    from runs.admin_queue_page import context_items
+    from tests.factories import EscalationFactory
+
+    escalation = EscalationFactory(context={"suggested_answers": ["stop contacting them", "continue"],
+                                            "evidence": {"file": "w9.pdf"}})
+
+    rows = dict((key, (value, block)) for key, value, block in context_items(escalation))
+    assert rows["suggested answers"] == ("stop contacting them · continue", False)
+    assert rows["evidence"] == ('{\n  "file": "w9.pdf"\n}', True)

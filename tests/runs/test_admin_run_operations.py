@@ -233,7 +233,7 @@ def test_another_organizations_run_is_not_found(ops):
         assert ops.post(url).status_code == 404, url
     assert ops.get(f"/admin/runs/run/{theirs.pk}/cancel/").status_code == 404
     assert ops.get(f"/admin/runs/run/{theirs.pk}/timeline/").status_code == 404
-    assert ops.get(f"/admin/runs/run/{theirs.pk}/change/").status_code == 302  # the admin's "not found" redirect
+    assert ops.get(f"/admin/runs/run/{theirs.pk}/change/").status_code == 404
     assert Episode.objects.get(pk=followup.pk).due_at == followup.due_at
 
 
@@ -271,3 +271,11 @@ def test_the_run_page_leads_with_status_and_timeline_and_collapses_the_plan(ops,
     assert page.index('id="run-timeline"') < page.index("Plan, inputs and state")
     assert 'class="module aligned collapse"' in page
     assert 'id="op-wake"' in page and 'id="op-cancel"' in page
+
+
+def test_the_run_page_names_the_status_as_people_read_it(ops, acme):
+    run = RunFactory(organization=acme, status=RunStatus.WAITING_HUMAN)
+
+    page = ops.get(f"/admin/runs/run/{run.pk}/change/").content.decode()
+
+    assert f"Run {run.pk} (waiting for a human)" in page and "(waiting_human)" not in page

@@ -55,4 +55,24 @@ def test_scorecard_pages_show_only_the_users_organizations(client):
 
     assert "own-agent" in listing and "their-agent" not in listing
     assert client.get(reverse("admin:simulator_scorecard_change", args=[own.pk])).status_code == 200
-    assert client.get(reverse("admin:simulator_scorecard_change", args=[other.pk])).status_code in (302, 404)
+    assert client.get(reverse("admin:simulator_scorecard_change", args=[other.pk])).status_code == 404
+
+
+def test_scorecard_metrics_and_a_versions_gate_scorecard_read_as_tables_and_links_not_json(staff_client):
+    from agents.models import AgentVersion
+
+    card = scorecard_for(draft_version(), passed=True)
+    card.metrics = {"cases": 1, "mean_days_to_done": 4.5, "approvals": {"edited": 1, "approved": 2}}
+    card.save(update_fields=["metrics"])
+    version = card.version
+    AgentVersion.objects.filter(pk=version.pk).update(status="published", gate_scorecard={
+        "id": card.pk, "passed": True, "config_hash": card.config_hash, "cases": card.cases, "metrics": card.metrics})
+
+    detail = staff_client.get(reverse("admin:simulator_scorecard_change", args=[card.pk])).content.decode()
+    assert "<th>mean days to done</th><td>4.5</td>" in detail and "edited: 1, approved: 2" in detail
+    assert '{"cases"' not in detail
+
+    page = staff_client.get(reverse("admin:agents_agentversion_change", args=[version.pk])).content.decode()
+    scorecard_url = reverse("admin:simulator_scorecard_change", args=[card.pk])
+    assert f'<a href="{scorecard_url}">scorecard #{card.pk}: passed, 1 of 1 cases</a>' in page
+    assert '"config_hash":' not in page
