@@ -21,9 +21,9 @@ from django.db import connection, transaction
 from connectors import suppressions
 from runs import outbox, policy
 from runs.context import EpisodeContext
+from runs.episode_records import escalate, record
 from runs.models import Contact, Escalation, EscalationKind, EscalationStatus, JournalKind
 from runs.policy import memory
-from runs.tools import escalate, record
 
 # Which payload field carries the opt-out text, per tool (a call's brief is spoken, not a message).
 OPT_OUT_FIELD = {"send_email": "body", "send_sms": "body", "send_slack": "text"}

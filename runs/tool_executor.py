@@ -39,9 +39,9 @@ from runs import (
     send_outcomes,
 )
 from runs.context import EpisodeContext
+from runs.episode_records import escalate, record
 from runs.models import Contact, Episode, EpisodeKind, EscalationKind, JournalKind, OutboxMessage, OutboxStatus
 from runs.send_outcomes import SendOutcome
-from runs.tools import escalate, record
 
 logger = logging.getLogger(__name__)
 
