@@ -46,19 +46,15 @@ class SandboxConnector(Connector):
     settle_seconds = 0
 
     def send(self, message: OutboundMessage) -> SendResult:
-        # get_or_create on the unique key: a resend after a crash finds the first row.
-        row, _ = SandboxMessage.objects.get_or_create(
-            idem_key=message.idem_key,
-            defaults={
-                "organization_id": self.identity.organization_id,
-                "channel": message.channel,
-                "recipient": message.to,
-                "payload": _payload(message),
-                "provider_message_id": provider_message_id_for(message.idem_key),
-                "created_at": message.sent_at or timezone.now(),
-            },
-        )
-        return SendResult(provider_message_id=row.provider_message_id, accepted_at=row.created_at)
+        # One insert that does nothing on the unique key: a resend after a crash keeps the first row, whose
+        # provider id is the same (it derives from the key).
+        accepted_at = message.sent_at or timezone.now()
+        SandboxMessage.objects.bulk_create([SandboxMessage(
+            organization_id=self.identity.organization_id, channel=message.channel, idem_key=message.idem_key,
+            recipient=message.to, payload=_payload(message),
+            provider_message_id=provider_message_id_for(message.idem_key), created_at=accepted_at,
+        )], ignore_conflicts=True)
+        return SendResult(provider_message_id=provider_message_id_for(message.idem_key), accepted_at=accepted_at)
 
     def lookup(self, message: OutboundMessage, *, sent_after: datetime) -> LookupResult:
         # The sandbox is its own database: it always knows (never None).

@@ -14,11 +14,12 @@ there re-executes the tool, and its result is journaled again).
 """
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runs import journal, leases
+from runs import episode_loads, journal, leases
+from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, Run, Task, TaskStatus
 
 
@@ -41,28 +42,41 @@ class EpisodeContext:
     latest: Run | None = None
     # Tasks this execution marked done. Only the lease holder changes tasks, so with `tasks` this is exact.
     done_keys: set[str] = field(default_factory=set)
-    # Sending identities by channel, looked up once per episode (runs.tool_executor.connector_for).
-    identities: dict = field(default_factory=dict)
+    # What the episode reads of its run, read with its start (runs.episode_loads); see `facts`.
+    loaded_facts: EpisodeFacts | None = None
+    # Writes that wait for the next fence like the pending journal entries, written after them: a send's
+    # result (runs.outbox.record_sent), so the episode's close records it in its own transaction.
+    pending_writes: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def facts(self) -> EpisodeFacts:
+        """The episode's facts (runs.episode_facts): read with its start, or now on first use."""
+        if self.loaded_facts is None:
+            self.loaded_facts = episode_loads.facts_for(self.run, self.episode, self.contacts, plan=self.plan)
+        return self.loaded_facts
 
     @contextlib.contextmanager
     def fence(self) -> Iterator[Run]:
         """Yield the locked run row, or raise LeaseLost (also when the heartbeat already saw it lost).
 
-        Pending journal entries are written first, in the same transaction; if
+        Pending journal entries are written first, in the same transaction, then the pending writes; if
         the transaction rolls back they are pending again.
         """
         if self.heartbeat is not None:
             self.heartbeat.check()
         entries, self.pending = self.pending, []
+        writes, self.pending_writes = self.pending_writes, []
         try:
-            with leases.fence(self.run_id, epoch=self.epoch) as run:
+            with leases.fence(self.run_id, epoch=self.epoch, rider=journal.rider(entries)) as run:
                 if Run.organization.is_cached(self.run):
                     run.organization = self.run.organization
-                journal.write(run, entries)
+                for write in writes:
+                    write()
                 self.latest = run
                 yield run
         except BaseException:
             self.pending[:0] = entries
+            self.pending_writes[:0] = writes
             raise
 
     def journal(self, kind: str, data: dict, **model_fields) -> None:
@@ -71,8 +85,8 @@ class EpisodeContext:
                                           **model_fields))
 
     def flush(self) -> None:
-        """Write pending journal entries now."""
-        if self.pending:
+        """Write pending journal entries (and pending writes) now."""
+        if self.pending or self.pending_writes:
             with self.fence():
                 pass
 

@@ -49,7 +49,7 @@ def _send(ctx: EpisodeContext, spec: dict, *, contact: Contact) -> SendOutcome:
     recipient = outbox.normalize_recipient(spec["channel"], contact)
     key = outbox.idem_key(run_id=ctx.run_id, episode_id=ctx.episode.pk, task_key="human", tool=spec["tool"],
                           recipient=recipient, ordinal=0)
-    message = outbox.find(key) or outbox.open_row(
+    message = outbox.open_row(
         ctx, key=key, tool=spec["tool"], channel=spec["channel"], recipient=recipient, task_key="human",
         ordinal=0, payload=spec["payload"], human_override=bool(spec.get("override")))
     return tool_executor.deliver(ctx, message)

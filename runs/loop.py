@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from runs import contact_memory, episode_records, evidence, journal, prompts, tool_executor, tools
+from runs import contact_memory, episode_records, evidence, prompts, tool_executor, tools
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.llm import journaled, providers
 from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, function_tools
@@ -35,7 +35,7 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
     # "Email me instead": the contact's own words move their follow-ups, before the model answers them.
     contact_memory.learn_from_reply(ctx)
     model = ctx.plan.get("model") or {}
-    started = journal.first_entry_at(ctx.episode.pk)
+    started = ctx.facts.first_entry_at
     # An episode that never journaled anything has nothing to replay: its model calls skip the lookup.
     replay = started is not None
     facts = prompts.metadata(ctx, now=started or ctx.now)
@@ -120,7 +120,8 @@ def settle_tasks(ctx: EpisodeContext) -> None:
              if spec["key"] in open_keys and (spec.get("done_when") or {}).get("type")]
     if not specs:
         return
-    held = evidence.gather(ctx.run_id, current=ctx.episode, checks={spec["done_when"]["type"] for spec in specs})
+    held = evidence.gather(ctx.run_id, current=ctx.episode, checks={spec["done_when"]["type"] for spec in specs},
+                           episodes=ctx.facts.messages, contacts=ctx.contacts)
     for spec in specs:
         tools.settle_task(ctx, spec, evidence_ref="runtime", held=held)
 

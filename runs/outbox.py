@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from functools import partial
 
 from django.db import transaction
 from django.db.models import Min, Q
@@ -25,6 +26,8 @@ from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Ru
 
 # Rows that reached (or may have reached) the recipient: what per-contact caps count.
 COUNTED_STATUSES = (OutboxStatus.SENDING, OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
+# What `mark_sent` moves from (runs.models.outbox).
+SENT_FROM = (OutboxStatus.SENDING, OutboxStatus.UNCERTAIN, OutboxStatus.PENDING)
 NOTICE_TOOL = "notify_escalation"
 
 
@@ -74,21 +77,32 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
 
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
              ordinal: int, payload: dict, not_before: datetime | None = None,
-             awaiting_approval: bool = False, human_override: bool = False) -> OutboxMessage:
+             awaiting_approval: bool = False, human_override: bool = False, sending: bool = False) -> OutboxMessage:
     """The row for `key`, created pending when new; an existing row keeps its first payload.
 
     `not_before` holds the send (the window is closed or a cap is reached): the row waits for a flush.
     `awaiting_approval`: a draft that nothing sends until a human approves it (runs.approvals).
+    `sending`: the attempt begins with the row (begin_send in the same write): the caller sends right after
+    this fence, which confirmed and extended the lease.
+
+    The episode's rows were read with its facts (runs.episode_facts) and the key names the episode, so only
+    this lease holder can have written one: the row is found there or inserted, never looked up.
     """
+    existing = ctx.facts.outbox_by_key.get(key)
+    if existing is not None:
+        return existing
     status = OutboxStatus.AWAITING_APPROVAL if awaiting_approval else OutboxStatus.PENDING
+    message = OutboxMessage(
+        idem_key=key, run_id=ctx.run_id, episode_id=ctx.episode.pk, task_key=task_key, tool=tool, channel=channel,
+        recipient=recipient, ordinal=ordinal, payload=payload, created_at=ctx.now, not_before=not_before,
+        status=OutboxStatus.SENDING if sending else status, human_override=human_override,
+        attempts=1 if sending else 0, attempted_at=clock.wall_now() if sending else None,
+    )
     with ctx.fence():
-        message, _ = OutboxMessage.objects.get_or_create(
-            idem_key=key,
-            defaults={"run_id": ctx.run_id, "episode_id": ctx.episode.pk, "task_key": task_key, "tool": tool,
-                      "channel": channel, "recipient": recipient, "ordinal": ordinal, "payload": payload,
-                      "created_at": ctx.now, "not_before": not_before, "status": status,
-                      "human_override": human_override},
-        )
+        message.save(force_insert=True)
+    ctx.facts.remember_row(message)
+    if sending:
+        ctx.facts.count_send(message)
     return message
 
 
@@ -153,16 +167,25 @@ def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | N
 
 
 def record_sent(ctx: EpisodeContext, message: OutboxMessage, *, provider_message_id: str) -> OutboxMessage:
-    with ctx.fence():
-        locked = _locked(message)
-        if locked.status != OutboxStatus.SENT:
-            locked.mark_sent()
-            locked.provider_message_id = (provider_message_id or "")[:200]
-            locked.sent_at = ctx.now
-            locked.error = ""
-            locked.not_before = None
-            locked.save(update_fields=["status", "provider_message_id", "sent_at", "error", "not_before"])
-    return locked
+    """The provider took it: `sent`, written by the episode's next fence (its close, usually) with whatever else
+    that fence writes. Until then the row reads `sending`, which is what a crash in between must leave: the
+    next attempt asks the provider and adopts the send (runs.provider_faults)."""
+    if message.status != OutboxStatus.SENT:
+        message.mark_sent()
+        message.provider_message_id = (provider_message_id or "")[:200]
+        message.sent_at = ctx.now
+        message.error = ""
+        message.not_before = None
+        ctx.pending_writes.append(partial(_save_sent, message))
+    return message
+
+
+def _save_sent(message: OutboxMessage) -> None:
+    """One conditional UPDATE under the fence: a row that settled otherwise meanwhile is left as it is."""
+    OutboxMessage.objects.filter(pk=message.pk, status__in=SENT_FROM).update(
+        status=OutboxStatus.SENT, provider_message_id=message.provider_message_id, sent_at=message.sent_at,
+        error="", not_before=None,
+    )
 
 
 def record_failed(ctx: EpisodeContext, message: OutboxMessage, *, error: str) -> OutboxMessage:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from runs import journal, senders
+from runs import episode_loads, senders
 from runs.context import EpisodeContext
-from runs.models import Episode, EpisodeKind, Escalation, JournalEntry, JournalKind, Task
+from runs.models import EpisodeKind, Escalation, Task
 
-SUMMARY_ENTRIES = 20
+SUMMARY_ENTRIES = episode_loads.HISTORY_ENTRIES
 SUMMARY_CHARS = 240
 EVENT_TEXT_CHARS = 8000
 
@@ -33,7 +33,7 @@ RULES = """Rules:
 
 def episode_now(ctx: EpisodeContext) -> datetime:
     """The run's clock when this episode first ran (its first journal entry), else now."""
-    return journal.first_entry_at(ctx.episode.pk) or ctx.now
+    return ctx.facts.first_entry_at or ctx.now
 
 
 def messages(ctx: EpisodeContext, facts: dict) -> list[dict]:
@@ -147,22 +147,19 @@ def _role_of_sender(ctx: EpisodeContext, sender: str, *, channel: str = "") -> s
 
 def _human_guidance(ctx: EpisodeContext) -> list[str]:
     """Guidance humans gave the agent (answer guide_agent) up to this episode: read, never sent as is."""
-    answers = Episode.objects.filter(run_id=ctx.run_id, kind=EpisodeKind.HUMAN_ANSWER, seq__lte=ctx.episode.seq)
-    return [a.payload["guidance"] for a in answers.order_by("seq") if (a.payload or {}).get("guidance")]
+    return [payload["guidance"] for payload in ctx.facts.answers_up_to(ctx.episode.seq) if payload.get("guidance")]
 
 
 def _human_answers(ctx: EpisodeContext) -> list[str]:
     """Answers that reached the run up to this episode (by episode order, so a late answer cannot change it)."""
-    answers = Episode.objects.filter(run_id=ctx.run_id, kind=EpisodeKind.HUMAN_ANSWER, seq__lte=ctx.episode.seq)
-    return [a.payload.get("answer") for a in answers.order_by("seq") if (a.payload or {}).get("answer")]
+    return [payload.get("answer") for payload in ctx.facts.answers_up_to(ctx.episode.seq) if payload.get("answer")]
 
 
 def _journal_summary(ctx: EpisodeContext) -> list[str]:
-    earlier = JournalEntry.objects.filter(run_id=ctx.run_id, episode__seq__lt=ctx.episode.seq).exclude(
-        kind=JournalKind.MODEL_CALL
-    )
-    entries = list(earlier.order_by("-seq")[:SUMMARY_ENTRIES])[::-1]
-    return [f"{e.at:%Y-%m-%d %H:%M} {e.kind}: {json.dumps(e.data, default=str)[:SUMMARY_CHARS]}" for e in entries]
+    # The journal before this episode, model calls left out, read with the episode (runs.episode_loads).
+    entries = ctx.facts.history[-SUMMARY_ENTRIES:]
+    return [f"{e['at']:%Y-%m-%d %H:%M} {e['kind']}: {json.dumps(e['data'], default=str)[:SUMMARY_CHARS]}"
+            for e in entries]
 
 
 def _describe(ctx: EpisodeContext, facts: dict) -> str:
