@@ -163,6 +163,8 @@ def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | N
         locked.not_before = None
         locked.lookups = 0
         locked.save(update_fields=["status", "attempts", "attempted_at", "not_before", "lookups"])
+    if ctx.loaded_facts is not None:
+        ctx.loaded_facts.count_send(locked)
     return locked
 
 

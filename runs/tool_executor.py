@@ -217,9 +217,10 @@ def _call_provider(ctx: EpisodeContext, sending: OutboxMessage, *, connector: Co
     except ConnectorError as failure:
         return provider_faults.failed_call(ctx, sending, failure, connector=connector)
     faults.point("after_provider_call")
+    # Before record_sent, which clears the row's error in hand: an error there means the provider is back.
+    provider_faults.sent_after_failure(ctx, sending)
     sent = outbox.record_sent(ctx, sending, provider_message_id=result.provider_message_id)
     faults.point("after_record")
-    provider_faults.sent_after_failure(ctx, sending)
     return send_outcomes.sent(sent, adopted=False)
 
 
