@@ -12,6 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
@@ -46,15 +47,19 @@ class SandboxConnector(Connector):
     settle_seconds = 0
 
     def send(self, message: OutboundMessage) -> SendResult:
-        # One insert that does nothing on the unique key: a resend after a crash keeps the first row, whose
-        # provider id is the same (it derives from the key).
+        # One statement, no transaction around it: an insert that does nothing on the unique key, so a resend
+        # after a crash keeps the first row, whose provider id is the same (it derives from the key).
         accepted_at = message.sent_at or timezone.now()
-        SandboxMessage.objects.bulk_create([SandboxMessage(
-            organization_id=self.identity.organization_id, channel=message.channel, idem_key=message.idem_key,
-            recipient=message.to, payload=_payload(message),
-            provider_message_id=provider_message_id_for(message.idem_key), created_at=accepted_at,
-        )], ignore_conflicts=True)
-        return SendResult(provider_message_id=provider_message_id_for(message.idem_key), accepted_at=accepted_at)
+        provider_message_id = provider_message_id_for(message.idem_key)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO connectors_sandboxmessage (organization_id, channel, idem_key, recipient, payload,"
+                " provider_message_id, created_at) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s)"
+                " ON CONFLICT (idem_key) DO NOTHING",
+                [self.identity.organization_id, message.channel, message.idem_key, message.to,
+                 json.dumps(_payload(message)), provider_message_id, accepted_at],
+            )
+        return SendResult(provider_message_id=provider_message_id, accepted_at=accepted_at)
 
     def lookup(self, message: OutboundMessage, *, sent_after: datetime) -> LookupResult:
         # The sandbox is its own database: it always knows (never None).

@@ -6,7 +6,7 @@ lease gets LeaseLost from the next fence and has written nothing there.
 """
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -63,8 +63,7 @@ def execute(started: episode_loads.Started, *, epoch: int,
     # The loop's last journal entries and its sends' results are written by this fence. Only a lease holder
     # changes a running episode (the reaper and cancellation move the epoch first), so ctx.episode is the row
     # as it stands.
-    with ctx.fence() as run:
-        _finish(run, episode)
+    with ctx.fence(rider=_finish(clock.now(ctx.run), episode)) as run:
         fields = decisions.apply_outcome(run, episode, outcome) if run.is_open else []
         released = _close(run, fields=fields, epoch=epoch)
     return run, released
@@ -167,10 +166,16 @@ def _close(run: Run, *, fields: list[str], epoch: int) -> bool:
     return released
 
 
-def _finish(run: Run, episode: Episode) -> None:
+def _finish(now: datetime, episode: Episode) -> leases.Rider:
+    """The episode done, as a rider of the closing fence's statement (the row in hand says so too)."""
     episode.finish()
-    episode.finished_at = clock.now(run)
-    episode.save(update_fields=["status", "finished_at"])
+    episode.finished_at = now
+    name = f"episode_done_{leases.tag()}"
+    return leases.Rider(sql=f""",
+{name} AS (
+    UPDATE runs_episode SET status = 'done', finished_at = %({name}_at)s
+     WHERE id = %({name}_id)s AND status = 'running' AND EXISTS (SELECT 1 FROM fenced)
+)""", params={f"{name}_at": now, f"{name}_id": episode.pk})  # noqa: S608 (constants; values are parameters)
 
 
 def _refresh_next_wake(run: Run) -> None:

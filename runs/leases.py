@@ -7,7 +7,10 @@ locks the run row and checks the epoch first: a worker that lost its lease
 (paused, partitioned, reaped) writes nothing.
 """
 
+from __future__ import annotations
+
 import contextlib
+import itertools
 import logging
 import threading
 from collections.abc import Iterator
@@ -46,8 +49,8 @@ def claim(run_id: int, *, owner: str) -> int | None:
 
 
 def renew(run_id: int, *, epoch: int) -> bool:
-    """Extend the lease; False means it was lost and the holder must stop."""
-    with transaction.atomic(), connection.cursor() as cursor:
+    """Extend the lease; False means it was lost and the holder must stop. One statement, no transaction."""
+    with connection.cursor() as cursor:
         cursor.execute(
             """
             UPDATE runs_run SET lease_expires_at = statement_timestamp() + make_interval(secs => %s)
@@ -59,7 +62,7 @@ def renew(run_id: int, *, epoch: int) -> bool:
 
 
 def release(run_id: int, *, epoch: int) -> None:
-    with transaction.atomic(), connection.cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE runs_run SET lease_owner = NULL, lease_expires_at = NULL WHERE id = %s AND lease_epoch = %s",
             [run_id, epoch],
@@ -75,16 +78,34 @@ CONTACTS_COLUMN = ("(SELECT coalesce(json_agg(c ORDER BY c.role, c.id), '[]') FR
 
 @dataclass(frozen=True)
 class Rider:
-    """Rows the fence's own statement writes: `sql` is a data-modifying CTE (", name AS (INSERT ...)") that reads
-    the fenced row as `fenced`, with its named parameters; `journal_entries` entries take the run's next journal
-    seqs (fenced.journal_seq is the last of them) and their usage is added to the run's counters."""
+    """Rows the fence's own statement writes: `sql` is one or more data-modifying CTEs (", name AS (INSERT ...)")
+    that read the fenced row as `fenced` (and write nothing when it is empty: the epoch moved), with their named
+    parameters; `returning` adds columns to the statement's result (", (SELECT id FROM name) AS name"), read as
+    attributes of the run row it returns. `journal_entries` entries take the run's next journal seqs
+    (fenced.journal_seq is the last of them) and their usage is added to the run's counters. Riders add up;
+    names must be unique within a statement (`tag`)."""
 
     sql: str = ""
     params: dict = field(default_factory=dict)
+    returning: str = ""
     journal_entries: int = 0
     tokens: int = 0
     cost: Decimal = Decimal(0)
     steps: int = 0
+
+    def __add__(self, other: Rider) -> Rider:
+        return Rider(sql=self.sql + other.sql, params={**self.params, **other.params},
+                     returning=self.returning + other.returning,
+                     journal_entries=self.journal_entries + other.journal_entries, tokens=self.tokens + other.tokens,
+                     cost=self.cost + other.cost, steps=self.steps + other.steps)
+
+
+_tags = itertools.count(1)
+
+
+def tag() -> int:
+    """A number that makes a rider's CTE and parameter names unique in the statement it joins."""
+    return next(_tags)
 
 
 def claim_run(run_id: int, *, owner: str) -> Run | None:
@@ -110,35 +131,41 @@ def claim_run(run_id: int, *, owner: str) -> Run | None:
 def fence(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False) -> Iterator[Run]:
     """A transaction in which the run row is locked and still ours; raises LeaseLost otherwise.
 
-    One statement: an UPDATE conditioned on the epoch, which locks the row, extends the lease (the holder is
-    alive: a send that follows keeps any successor out until it is done) and writes `rider`'s rows (the
-    pending journal entries, runs.context). Nothing is written when the epoch moved. Keep the body short and
-    free of network calls: the row lock is held until it ends.
-    `with_children`: the organization and the contacts come along (`run.organization`, `run.contact_rows`).
+    Its first statement is an UPDATE conditioned on the epoch (`write`), which locks the row, extends the lease
+    and writes `rider`'s rows. Keep the body short and free of network calls: the row lock is held until it
+    ends. `with_children`: the organization and the contacts come along (`run.organization`, `run.contact_rows`).
     """
+    with transaction.atomic():
+        yield write(run_id, epoch=epoch, rider=rider, with_children=with_children)
+
+
+def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False) -> Run:
+    """A fenced write in one statement, atomic by itself (no transaction around it unless the caller's):
+    an UPDATE conditioned on the epoch, which locks the row, extends the lease (the holder is alive: a send that
+    follows keeps any successor out until it is done) and writes `rider`'s rows. Nothing is written when the
+    epoch moved: raises LeaseLost. Returns the run row as the statement left it."""
     rider = rider or Rider()
     params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
               "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
     children = f", {_children('fenced')}" if with_children else ""
-    with transaction.atomic():
-        rows = list(Run.objects.raw(
-            f"""
-            WITH fenced AS (
-                UPDATE runs_run
-                   SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
-                       journal_seq = journal_seq + %(entries)s, tokens_used = tokens_used + %(tokens)s,
-                       cost_used = cost_used + %(cost)s, steps_used = steps_used + %(steps)s
-                 WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
-             RETURNING *
-            ){rider.sql}
-            SELECT fenced.*{children} FROM fenced
-            """,  # noqa: S608 (constants; every value is a parameter)
-            params,
-        ))
-        if not rows:
-            current = Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).first()
-            raise LeaseLost(f"run {run_id}: lease epoch is {current}, this worker holds {epoch}")
-        yield _with_children(rows[0]) if with_children else rows[0]
+    rows = list(Run.objects.raw(
+        f"""
+        WITH fenced AS (
+            UPDATE runs_run
+               SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
+                   journal_seq = journal_seq + %(entries)s, tokens_used = tokens_used + %(tokens)s,
+                   cost_used = cost_used + %(cost)s, steps_used = steps_used + %(steps)s
+             WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
+         RETURNING *
+        ){rider.sql}
+        SELECT fenced.*{children}{rider.returning} FROM fenced
+        """,  # noqa: S608 (constants; every value is a parameter)
+        params,
+    ))
+    if not rows:
+        current = Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).first()
+        raise LeaseLost(f"run {run_id}: lease epoch is {current}, this worker holds {epoch}")
+    return _with_children(rows[0]) if with_children else rows[0]
 
 
 def _children(run: str) -> str:
@@ -166,7 +193,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-heartbeat-{run_id}", daemon=True)
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         self._thread.start()
         return self
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from functools import partial
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Min, Q
 
 from connectors import addresses
-from runs import clock, escalations
+from runs import clock, escalations, leases
 from runs.context import EpisodeContext
 from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Run
 
@@ -98,12 +97,28 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
         status=OutboxStatus.SENDING if sending else status, human_override=human_override,
         attempts=1 if sending else 0, attempted_at=clock.wall_now() if sending else None,
     )
-    with ctx.fence():
-        message.save(force_insert=True)
+    # One statement: the fence, the pending journal entries (the tool call) and the row.
+    rider = _insert_rider(message)
+    run = ctx.write(rider)
+    message.pk = getattr(run, rider.returning.rpartition(" AS ")[2])
+    message._state.adding = False
     ctx.facts.remember_row(message)
     if sending:
         ctx.facts.count_send(message)
     return message
+
+
+def _insert_rider(message: OutboxMessage) -> leases.Rider:
+    """The row's INSERT as a rider of the fence's statement (written only when the fence holds)."""
+    name = f"outbox_row_{leases.tag()}"
+    fields = [field for field in OutboxMessage._meta.concrete_fields if not field.primary_key]
+    params = {f"{name}_{field.attname}": field.get_db_prep_save(getattr(message, field.attname), connection)
+              for field in fields}
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    values = ", ".join(f"%({name}_{field.attname})s" for field in fields)
+    # Names and columns are the model's own; every value is a parameter.
+    sql = f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced RETURNING id)"  # noqa: S608
+    return leases.Rider(sql=sql, params=params, returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608
 
 
 def release_draft(message_id: int, *, payload: dict | None = None) -> OutboxMessage | None:
@@ -178,15 +193,24 @@ def record_sent(ctx: EpisodeContext, message: OutboxMessage, *, provider_message
         message.sent_at = ctx.now
         message.error = ""
         message.not_before = None
-        ctx.pending_writes.append(partial(_save_sent, message))
+        ctx.pending_riders.append(_sent_rider(message))
     return message
 
 
-def _save_sent(message: OutboxMessage) -> None:
-    """One conditional UPDATE under the fence: a row that settled otherwise meanwhile is left as it is."""
-    OutboxMessage.objects.filter(pk=message.pk, status__in=SENT_FROM).update(
-        status=OutboxStatus.SENT, provider_message_id=message.provider_message_id, sent_at=message.sent_at,
-        error="", not_before=None,
+def _sent_rider(message: OutboxMessage) -> leases.Rider:
+    """The `sent` write as a rider of the next fence's statement; a row that settled otherwise meanwhile is
+    left as it is."""
+    name = f"outbox_sent_{leases.tag()}"
+    return leases.Rider(
+        sql=f""",
+{name} AS (
+    UPDATE runs_outboxmessage
+       SET status = 'sent', provider_message_id = %({name}_provider)s, sent_at = %({name}_at)s, error = '',
+           not_before = NULL
+     WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced)
+)""",  # noqa: S608 (constants; every value is a parameter)
+        params={f"{name}_provider": message.provider_message_id, f"{name}_at": message.sent_at,
+                f"{name}_id": message.pk, f"{name}_from": list(SENT_FROM)},
     )
 
 
