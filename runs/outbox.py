@@ -76,13 +76,17 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
 
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
              ordinal: int, payload: dict, not_before: datetime | None = None,
-             awaiting_approval: bool = False, human_override: bool = False, sending: bool = False) -> OutboxMessage:
+             awaiting_approval: bool = False, human_override: bool = False, sending: bool = False,
+             guarded: bool = False) -> OutboxMessage | None:
     """The row for `key`, created pending when new; an existing row keeps its first payload.
 
     `not_before` holds the send (the window is closed or a cap is reached): the row waits for a flush.
     `awaiting_approval`: a draft that nothing sends until a human approves it (runs.approvals).
     `sending`: the attempt begins with the row (begin_send in the same write): the caller sends right after
     this fence, which confirmed and extended the lease.
+
+    `guarded`: the statement writes the row only if the address is still not suppressed and no human has taken
+    the run over (the checks read those at the episode's start); None when one of them stopped it.
 
     The episode's rows were read with its facts (runs.episode_facts) and the key names the episode, so only
     this lease holder can have written one: the row is found there or inserted, never looked up.
@@ -98,9 +102,11 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
         attempts=1 if sending else 0, attempted_at=clock.wall_now() if sending else None,
     )
     # One statement: the fence, the pending journal entries (the tool call) and the row.
-    rider = _insert_rider(message)
+    rider = _insert_rider(message, guarded=guarded)
     run = ctx.write(rider)
     message.pk = getattr(run, rider.returning.rpartition(" AS ")[2])
+    if message.pk is None:
+        return None
     message._state.adding = False
     ctx.facts.remember_row(message)
     if sending:
@@ -108,7 +114,16 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
     return message
 
 
-def _insert_rider(message: OutboxMessage) -> leases.Rider:
+# The guard of a new send (open_row(guarded=True)): written only while the address is not suppressed and no
+# human has taken the run over, as the statement sees them under the run's lock.
+GUARD_SQL = """
+     WHERE NOT EXISTS (SELECT 1 FROM connectors_suppression s WHERE s.organization_id = fenced.organization_id
+                          AND s.channel = %({name}_channel)s AND s.address = %({name}_recipient)s)
+       AND NOT EXISTS (SELECT 1 FROM runs_escalation x
+                        WHERE x.run_id = fenced.id AND x.kind = 'handoff' AND x.status = 'open')"""
+
+
+def _insert_rider(message: OutboxMessage, *, guarded: bool) -> leases.Rider:
     """The row's INSERT as a rider of the fence's statement (written only when the fence holds)."""
     name = f"outbox_row_{leases.tag()}"
     fields = [field for field in OutboxMessage._meta.concrete_fields if not field.primary_key]
@@ -116,8 +131,9 @@ def _insert_rider(message: OutboxMessage) -> leases.Rider:
               for field in fields}
     columns = ", ".join(f'"{field.column}"' for field in fields)
     values = ", ".join(f"%({name}_{field.attname})s" for field in fields)
+    guard = GUARD_SQL.replace("{name}", name) if guarded else ""
     # Names and columns are the model's own; every value is a parameter.
-    sql = f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced RETURNING id)"  # noqa: S608
+    sql = f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced{guard} RETURNING id)"  # noqa: S608
     return leases.Rider(sql=sql, params=params, returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608
 
 

@@ -50,8 +50,13 @@ THREAD_LOOKBACK = 20
 
 
 def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, payload: dict, task_key: str,
-            ordinal: int) -> SendOutcome:
-    """Send once per key. Raises ModelError (guardrail model), LeaseLost; provider faults are outcomes (held)."""
+            ordinal: int, checked_again: bool = False) -> SendOutcome:
+    """Send once per key. Raises ModelError (guardrail model), LeaseLost; provider faults are outcomes (held).
+
+    The checks read the episode's facts (runs.episode_facts, read when it started); the row's own statement
+    checks suppression and a human's takeover again, and when either arrived since, the facts are read again
+    and the checks run once more (`checked_again`), so the block is journaled as any other.
+    """
     recipient = outbox.normalize_recipient(channel, contact)
     key = outbox.idem_key(run_id=ctx.run_id, episode_id=ctx.episode.pk, task_key=task_key, tool=tool,
                           recipient=recipient, ordinal=ordinal)
@@ -76,7 +81,13 @@ def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, p
         message = outbox.open_row(ctx, key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key,
                                   ordinal=ordinal, payload=payload,
                                   not_before=hold.deferred_until if hold is not None else None,
-                                  awaiting_approval=awaiting, sending=at_once)
+                                  awaiting_approval=awaiting, sending=at_once, guarded=True)
+        if message is None:
+            if checked_again:
+                return SendOutcome("blocked", "blocked: the recipient opted out or a human took the run over")
+            ctx.loaded_facts = None
+            return execute(ctx, tool=tool, channel=channel, contact=contact, payload=payload, task_key=task_key,
+                           ordinal=ordinal, checked_again=True)
         if at_once and message.attempts == 1 and message.status == OutboxStatus.SENDING:
             return _call_provider(ctx, message, connector=connector, outbound=build_message(ctx, message))
     if message.status == OutboxStatus.AWAITING_APPROVAL:
