@@ -1,8 +1,14 @@
-"""Execute one episode under a lease: mark running → agent loop → decide what follows → close.
+"""Execute one episode under a lease: start (with its reads) → agent loop → decide what follows → close.
 
-Each write is a short fenced transaction; the agent loop between them runs
-with no lock held (it calls the model and providers). A worker that lost its
-lease gets LeaseLost from the next fence and has written nothing there.
+The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py counts them):
+1. start (`start_next`, in the claim's transaction or a fence's): one statement picks the episode, marks it
+   running and reads what it needs (runs.episode_loads → ctx.facts);
+2. the agent loop, no transaction: the model, then per new send one fenced statement (the pending journal
+   entries and the outbox row, runs.outbox.open_row), a lease renewal and the provider call;
+3. close (`execute`'s last fence): one statement writes the pending entries, the sends' results and the
+   episode's end; the decision reads once (runs.decisions.read_standing), schedules the next episode in one
+   statement, and the closing write (`_close`) saves the run and releases the lease when nothing else is due.
+A worker that lost its lease gets LeaseLost from the next fence and has written nothing there.
 """
 
 import logging

@@ -156,11 +156,6 @@ def find_replay(episode_id: int, request_hash: str, *, occurrence: int) -> Journ
     return matches[0] if matches else None
 
 
-def first_entry_at(episode_id: int) -> datetime | None:
-    """When the episode's first entry was written (an earlier execution of it), or None: it never ran."""
-    return JournalEntry.objects.filter(episode_id=episode_id).order_by("seq").values_list("at", flat=True).first()
-
-
 def entries_for(run_id: int) -> QuerySet[JournalEntry]:
     """The run's journal in the order it was written."""
     return JournalEntry.objects.filter(run_id=run_id).order_by("seq")

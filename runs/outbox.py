@@ -16,7 +16,7 @@ import hashlib
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Min, Q
+from django.db.models import Q
 
 from connectors import addresses
 from runs import clock, escalations, leases
@@ -44,10 +44,6 @@ def normalize_recipient(channel: str, contact: Contact) -> str:
 def idem_key(*, run_id: int, episode_id: int, task_key: str, tool: str, recipient: str, ordinal: int) -> str:
     parts = (str(run_id), str(episode_id), task_key, tool, recipient, str(ordinal))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
-
-
-def find(key: str) -> OutboxMessage | None:
-    return OutboxMessage.objects.filter(idem_key=key).first()
 
 
 def unsettled_for(run_id: int) -> list[OutboxMessage]:
@@ -173,13 +169,6 @@ def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -
             locked.not_before = not_before
             locked.save(update_fields=["not_before"])
     return locked
-
-
-def earliest_held(run_id: int) -> datetime | None:
-    """When the run's first held row may go out (or be looked up); None when nothing is held."""
-    rows = OutboxMessage.objects.filter(run_id=run_id, status__in=(OutboxStatus.PENDING, OutboxStatus.SENDING),
-                                        not_before__isnull=False)
-    return rows.aggregate(at=Min("not_before"))["at"]
 
 
 def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | None:
