@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from agents.models import Organization
-from runs import json_rows
+from runs import json_rows, plan_cache
 from runs.models import Run
 
 logger = logging.getLogger(__name__)
@@ -59,6 +59,21 @@ def renew(run_id: int, *, epoch: int) -> bool:
             [settings.LUCIA_LEASE_SECONDS, run_id, epoch],
         )
         return cursor.rowcount == 1
+
+
+def holds(run_id: int, *, epoch: int, seconds_left: float) -> bool:
+    """Whether the lease is still ours with at least `seconds_left` to run: a read, no write (and so no commit
+    to wait for). False says nothing about who holds it: renew to find out."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT 1 FROM runs_run
+             WHERE id = %s AND lease_epoch = %s AND lease_owner IS NOT NULL
+               AND lease_expires_at > statement_timestamp() + make_interval(secs => %s)
+            """,
+            [run_id, epoch, seconds_left],
+        )
+        return cursor.fetchone() is not None
 
 
 def release(run_id: int, *, epoch: int) -> None:
@@ -120,11 +135,11 @@ def claim_run(run_id: int, *, owner: str) -> Run | None:
            SET lease_owner = %s, lease_epoch = lease_epoch + 1,
                lease_expires_at = statement_timestamp() + make_interval(secs => %s), advance_enqueued_at = NULL
          WHERE id = %s AND (lease_owner IS NULL OR lease_expires_at < statement_timestamp())
-     RETURNING runs_run.*, {_children("runs_run")}
+     RETURNING {plan_cache.columns("runs_run")}, {_children("runs_run")}
         """,  # noqa: S608 (constants; every value is a parameter)
         [owner, settings.LUCIA_LEASE_SECONDS, run_id],
     ))
-    return _with_children(rows[0]) if rows else None
+    return _with_children(plan_cache.attach(rows[0])) if rows else None
 
 
 @contextlib.contextmanager
@@ -158,14 +173,15 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
              WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
          RETURNING *
         ){rider.sql}
-        SELECT fenced.*{children}{rider.returning} FROM fenced
+        SELECT {plan_cache.columns("fenced")}{children}{rider.returning} FROM fenced
         """,  # noqa: S608 (constants; every value is a parameter)
         params,
     ))
     if not rows:
         current = Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).first()
         raise LeaseLost(f"run {run_id}: lease epoch is {current}, this worker holds {epoch}")
-    return _with_children(rows[0]) if with_children else rows[0]
+    run = plan_cache.attach(rows[0])
+    return _with_children(run) if with_children else run
 
 
 def _children(run: str) -> str:

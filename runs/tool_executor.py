@@ -256,16 +256,21 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMes
 
 
 def _confirm_lease(ctx: EpisodeContext) -> None:
-    """Renew the lease right before the provider call; raise LeaseLost if another worker took the run.
+    """Confirm the lease right before the provider call; raise LeaseLost if another worker took the run.
 
     The fence stops a paused worker's database writes, not its provider
     calls: without this, a worker stalled between `begin_send` and the call
     (SIGSTOP, a long GC pause) could resume after a successor looked the key
-    up, found nothing and sent it, and send it a second time. Renewing also
-    keeps any successor out until this call has finished or timed out (the
-    request timeout is below the lease). What is left is a stall between this
-    check and the request leaving the process.
+    up, found nothing and sent it, and send it a second time. Half a lease
+    left (or a renewal) also keeps any successor out until this call has
+    finished or timed out (the request timeout is below half the lease). What
+    is left is a stall between this check and the request leaving the process.
     """
+    # The fence that wrote the row `sending` extended the lease a moment ago: a read confirms it is still ours
+    # with half of it left (more than any provider request takes), without a write to commit. Less left (a long
+    # stall): renew, as the heartbeat would.
+    if leases.holds(ctx.run_id, epoch=ctx.epoch, seconds_left=settings.LUCIA_LEASE_SECONDS / 2):
+        return
     if not leases.renew(ctx.run_id, epoch=ctx.epoch):
         raise leases.LeaseLost(f"run {ctx.run_id}: lease of epoch {ctx.epoch} lost before the provider call")
 
