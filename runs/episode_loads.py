@@ -24,7 +24,6 @@ from runs.models import Contact, Episode, OutboxMessage, Run, Task
 # The longest per-contact cap window (runs.compliance.CAP_WINDOWS): how far back the caps' sends are read.
 CAPS_LOOKBACK = timedelta(days=7)
 HISTORY_ENTRIES = 20
-CHANNELS = ("email", "sms", "voice", "slack")
 
 # The next episode to run: one left running under an older epoch first (resume), then the first due by seq.
 PICK_SQL = """
