@@ -7,7 +7,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 export DJANGO_SETTINGS_MODULE ?= lucia_site.settings
 DEV_ENV := DJANGO_DEBUG=$${DJANGO_DEBUG:-true}
 
-.PHONY: setup lock db-up db-down migrate seed dev demo test bench chaos lint
+.PHONY: setup lock db-up db-down migrate seed dev demo test bench chaos lint chromium
 
 setup: $(VENV)/.synced
 
@@ -34,7 +34,9 @@ migrate: db-up
 seed: migrate
 	@$(DEV_ENV) $(PY) manage.py seed
 
+# collectstatic: the Studio's CSS and JS, compressed, for WhiteNoise (a deployment runs it too).
 dev: seed
+	@$(DEV_ENV) $(PY) manage.py collectstatic --no-input -v 0
 	@echo "Studio: http://localhost:8000/admin/  API docs: http://localhost:8000/api/docs/"
 	@trap 'kill 0' EXIT; $(DEV_ENV) $(PY) manage.py runworkers & $(DEV_ENV) $(PY) manage.py runserver 8000
 
@@ -43,7 +45,14 @@ demo: seed
 		$(DEV_ENV) $(PY) manage.py simulate "$$(basename "$$path" .yaml)" --all --weeks 6 || status=1; \
 	done; exit $$status
 
-test: db-up
+# The browser tests drive Debian's chromium (no browser download works everywhere): install it when missing.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || [ -x "$${LUCIA_CHROMIUM:-/nonexistent}" ] || { \
+		echo "installing Debian's chromium for the browser tests (tests/browser)"; \
+		apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } \
+		|| { echo "could not install chromium: run 'apt-get install chromium' as root, or set LUCIA_CHROMIUM"; exit 1; }; }
+
+test: db-up chromium
 	@$(PY) -m pytest
 
 bench: migrate

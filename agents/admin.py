@@ -10,13 +10,15 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from agents import api_keys, versions
-from agents.api_auth import may_act_as_organization
+from agents import api_keys, source_editor, versions
+from agents.builder_views import BuilderViews, publish_blocker
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
+from agents.staff import OrganizationScopedAdmin, scope_to_user, visible_organizations
 from simulator import gate, scorecards
 
 
@@ -52,12 +54,23 @@ class ApiKeyInline(admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
+class OrganizationAdmin(OrganizationScopedAdmin, SuperuserDeleteMixin, admin.ModelAdmin):
+    organization_path = "pk"
     list_display = ["name", "slug", "default_timezone", "sandbox", "created_at"]
     list_filter = ["sandbox"]
     search_fields = ["name", "slug"]
     inlines = [ApiKeyInline]
     actions = ["issue_builder_key", "issue_runner_key"]
+    filter_horizontal = ["staff"]
+
+    def get_exclude(self, request: HttpRequest, obj=None):
+        # Who works for an organization is the superusers' to decide.
+        return None if request.user.is_superuser else ["staff"]
+
+    def formfield_for_manytomany(self, db_field, request: HttpRequest, **kwargs):
+        if db_field.name == "staff":
+            kwargs["queryset"] = db_field.related_model.objects.filter(is_staff=True, is_active=True)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     @admin.action(description="Issue a builder API key (shown once)", permissions=["change"])
     def issue_builder_key(self, request: HttpRequest, queryset) -> None:
@@ -78,7 +91,7 @@ class OrganizationAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
+class ApiKeyAdmin(OrganizationScopedAdmin, SuperuserDeleteMixin, admin.ModelAdmin):
     list_display = ["name", "organization", "role", "prefix", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["role", "organization"]
     list_select_related = ["organization"]
@@ -114,9 +127,6 @@ class VersionInline(admin.TabularInline):
 
 
 class AgentForm(forms.ModelForm):
-    # New agents belong to an organization: templates come only from fixtures/agents/ through `manage.py seed`.
-    organization = forms.ModelChoiceField(queryset=Organization.objects.all())
-
     class Meta:
         model = Agent
         fields = ["organization", "slug", "name", "description"]
@@ -130,7 +140,8 @@ class CopyTemplateForm(helpers.ActionForm):
 
 
 @admin.register(Agent)
-class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+class AgentAdmin(OrganizationScopedAdmin, WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+    unowned_visible = True  # templates: every staff user reads them; copying one needs agents.add_agent
     form = AgentForm
     action_form = CopyTemplateForm
     list_display = ["slug", "name", "owner", "created_at"]
@@ -139,6 +150,15 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
     search_fields = ["slug", "name", "organization__slug"]
     inlines = [VersionInline]
     actions = ["copy_into_organization"]
+
+    def formfield_for_foreignkey(self, db_field, request: HttpRequest, **kwargs):
+        if db_field.name == "organization":
+            # New agents belong to an organization: templates come only from fixtures/agents/ through `seed`.
+            kwargs["queryset"] = visible_organizations(request.user)
+            field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+            field.required, field.empty_label = True, None
+            return field
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.display(description="organization", ordering="organization__slug")
     def owner(self, agent: Agent) -> str:
@@ -167,8 +187,12 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
         # Nothing on an existing agent is edited here: its config lives in versions.
         return super().has_change_permission(request, obj) and obj is None
 
-    def has_act_as_organization_permission(self, request: HttpRequest) -> bool:
-        return may_act_as_organization(request.user)
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        action_form = getattr(response, "context_data", {}).get("action_form")
+        if action_form is not None:  # the copy's target: only the user's organizations are offered
+            action_form.fields["organization"].queryset = visible_organizations(request.user)
+        return response
 
     def get_inline_instances(self, request: HttpRequest, obj=None) -> list:
         return super().get_inline_instances(request, obj) if obj else []
@@ -178,9 +202,9 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
         return versions.create_agent(data["organization"], slug=data["slug"], name=data["name"],
                                      description=data["description"])
 
-    @admin.action(description="Copy into my organization", permissions=["act_as_organization"])
+    @admin.action(description="Copy into my organization", permissions=["add"])
     def copy_into_organization(self, request: HttpRequest, queryset) -> None:
-        organization = Organization.objects.filter(pk=request.POST.get("organization") or None).first()
+        organization = visible_organizations(request.user).filter(pk=request.POST.get("organization") or None).first()
         if organization is None:
             self.message_user(request, "Choose the organization that gets the copy.", messages.ERROR)
             return
@@ -198,25 +222,18 @@ class AgentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
                                   "simulate and publish it, then deploy.", messages.SUCCESS)
 
 
-SOURCE_WIDGET = forms.Textarea(
-    attrs={"rows": 40, "spellcheck": "false", "class": "lucia-source",
-           "style": "font-family: ui-monospace, monospace; width: 100%; box-sizing: border-box; tab-size: 2;"}
-)
-
-
 class AgentVersionForm(forms.ModelForm):
     # Kept as written (no strip); only the browser's CRLF line endings are undone.
-    source = forms.CharField(widget=SOURCE_WIDGET, strip=False)
+    source = forms.CharField(widget=source_editor.SourceEditor, strip=False)
 
     class Meta:
         model = AgentVersion
         fields = ["agent", "source"]
-        widgets = {"source": SOURCE_WIDGET}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if "agent" in self.fields:  # templates change only through fixtures/agents/ and `manage.py seed`
-            self.fields["agent"].queryset = Agent.objects.filter(organization__isnull=False)
+            self.fields["agent"].queryset = self.fields["agent"].queryset.filter(organization__isnull=False)
 
     def clean(self) -> dict:
         if self.instance.pk and not self.instance.is_editable:
@@ -230,13 +247,30 @@ class AgentVersionForm(forms.ModelForm):
 
 
 @admin.register(AgentVersion)
-class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+class AgentVersionAdmin(BuilderViews, OrganizationScopedAdmin, WritesThroughDomain, SuperuserDeleteMixin,
+                        admin.ModelAdmin):
+    organization_path, unowned_visible = "agent__organization", True
     form = AgentVersionForm
     list_display = ["agent", "owner", "number", "status", valid_config, "short_hash", "created_at", "published_at"]
     list_filter = ["status", ("agent__organization", admin.EmptyFieldListFilter), "agent__organization", "agent"]
     list_select_related = ["agent__organization"]
     search_fields = ["agent__slug", "agent__organization__slug"]
     actions = ["validate", "simulate", "publish", "retire"]
+
+    class Media:
+        css = {"all": ["lucia/builder.css"]}
+        js = ["lucia/builder.js"]
+
+    def formfield_for_foreignkey(self, db_field, request: HttpRequest, **kwargs):
+        if db_field.name == "agent":  # templates change only through fixtures/agents/ and `manage.py seed`
+            kwargs["queryset"] = Agent.objects.filter(organization__in=visible_organizations(request.user))
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        version = self.get_object(request, object_id)
+        if version is not None:
+            extra_context = {**(extra_context or {}), **self.builder_context(request, version)}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_fields(self, request: HttpRequest, obj=None) -> list[str]:
         if obj is None:
@@ -262,7 +296,8 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict:
         initial = super().get_changeform_initial_data(request)
-        agent = Agent.objects.filter(pk=request.GET.get("agent") or None).first()
+        agent = scope_to_user(Agent.objects.all(), request.user, include_unowned=True).filter(
+            pk=request.GET.get("agent") or None).first()
         latest = versions.latest_version(agent) if agent else None
         if latest is not None:
             initial["source"] = latest.source  # a new draft starts from the latest version
@@ -284,14 +319,14 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
 
     @admin.display(description="source")
     def source_text(self, version: AgentVersion) -> str:
-        return format_html('<pre class="lucia-source" style="white-space: pre; overflow-x: auto;">{}</pre>',
-                           version.source)
+        return source_editor.read_only(version.source)
 
     def save_form(self, request: HttpRequest, form, change: bool) -> AgentVersion:
         source = form.cleaned_data["source"]
         if change:
             return versions.update_draft(form.instance, source=source)
-        return versions.create_draft(form.cleaned_data["agent"], source=source, user=request.user)
+        agent = form.cleaned_data["agent"]
+        return versions.create_draft(agent, source=source, user=request.user, based_on=versions.latest_version(agent))
 
     def response_add(self, request: HttpRequest, obj: AgentVersion, post_url_continue=None) -> HttpResponse:
         return self._after_save(request, obj) or super().response_add(request, obj, post_url_continue)
@@ -300,19 +335,19 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
         return self._after_save(request, obj) or super().response_change(request, obj)
 
     def _after_save(self, request: HttpRequest, version: AgentVersion) -> HttpResponse | None:
-        """Stay on an invalid draft so its errors show above the source; handle "Save and publish"."""
+        """Stay on an invalid draft so its errors show above the source; "Save and validate" stays too."""
         change_url = reverse("admin:agents_agentversion_change", args=[version.pk])
         if not version.is_valid:
             count = len(version.validation_errors)
-            self.message_user(request, f"{version} saved with {count} config error(s), listed above the source.",
-                              messages.WARNING)
+            self.message_user(request, f"{version} saved with {count} config error(s), listed above the source "
+                              "with their lines.", messages.WARNING)
             return HttpResponseRedirect(change_url)
-        if "_publish" in request.POST:
-            self._publish_one(request, version)
+        if "_validate" in request.POST:
+            self.message_user(request, f"{version} saved; its config is valid. Simulate it next.", messages.SUCCESS)
             return HttpResponseRedirect(change_url)
         return None
 
-    @admin.action(description="Validate", permissions=["view"])
+    @admin.action(description="Validate", permissions=["change"])  # refreshes a draft's stored errors
     def validate(self, request: HttpRequest, queryset) -> None:
         for version in queryset.select_related("agent"):
             result = versions.validate(version)
@@ -322,23 +357,32 @@ class AgentVersionAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAd
                 problems = "; ".join(str(error) for error in result.errors)
                 self.message_user(request, f"{version}: {len(result.errors)} error(s): {problems}", messages.ERROR)
 
-    @admin.action(description="Simulate (save a scorecard for the gate)", permissions=["change"])
+    @admin.action(description="Simulate in the background (a scorecard for the gate)", permissions=["change"])
     def simulate(self, request: HttpRequest, queryset) -> None:
-        for version in queryset.select_related("agent"):
+        for version in queryset.select_related("agent__organization"):
+            if not self.may_build(request, version):
+                self.message_user(request, f"{version}: templates are simulated by `manage.py seed`.", messages.ERROR)
+                continue
             try:
-                card = scorecards.score(version)
+                simulation = scorecards.request(version, organization=version.agent.organization, user=request.user)
             except scorecards.SimulationError as refused:
                 self.message_user(request, f"{version}: {refused}", messages.ERROR)
-                continue
-            failed = [case["name"] for case in card.cases if not case["passed"]]
-            verdict = "passed" if card.passed else f"FAILED ({', '.join(failed) or card.metrics.get('reason')})"
-            self.message_user(request, f"{version}: scorecard #{card.pk} {verdict}, {len(card.cases)} case(s).",
-                              messages.SUCCESS if card.passed else messages.ERROR)
+            else:
+                self.message_user(request, f"{version}: simulation #{simulation.pk} queued ({simulation.cases_total} "
+                                  "case(s)); its page shows the progress and the scorecard.", messages.SUCCESS)
 
-    @admin.action(description="Publish (through the gate)", permissions=["change"])
-    def publish(self, request: HttpRequest, queryset) -> None:
-        for version in queryset.select_related("agent"):
+    @admin.action(description="Publish (through the gate)…", permissions=["change"])
+    def publish(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        chosen = list(queryset.select_related("agent"))
+        if request.POST.get("post") != "yes":  # first ask, like Django's "delete selected"
+            context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": "Publish?",
+                       "versions": [(version, publish_blocker(version, scorecards.latest(version)))
+                                    for version in chosen],
+                       "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME}
+            return TemplateResponse(request, "admin/agents/agentversion/publish_selected.html", context)
+        for version in chosen:
             self._publish_one(request, version)
+        return None
 
     def _publish_one(self, request: HttpRequest, version: AgentVersion) -> None:
         try:
@@ -387,7 +431,7 @@ class DeploymentForm(forms.ModelForm):
 
 
 @admin.register(Deployment)
-class DeploymentAdmin(WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
+class DeploymentAdmin(OrganizationScopedAdmin, WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
     form = DeploymentForm
     list_display = ["organization", "agent", "version", "active", "created_at"]
     list_filter = ["organization", "active", "agent"]

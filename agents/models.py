@@ -13,6 +13,11 @@ class Organization(models.Model):
     sandbox = models.BooleanField(
         default=False, help_text="Sends are only stored (simulations, the demo); only these hold sandbox identities."
     )
+    # Studio users who work for this organization; staff who are not superusers see only their organizations.
+    staff = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="staff_organizations",
+        help_text="Studio users who see this organization (superusers see every organization).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -99,6 +104,11 @@ class AgentVersion(FSMModelMixin, models.Model):
     compiled = models.JSONField(null=True, blank=True, help_text="Normalized plan; null while the source is invalid.")
     config_hash = models.CharField(max_length=64, blank=True)
     validation_errors = models.JSONField(default=list, blank=True)
+    # The version whose source this one started from (the Studio diffs a draft against it); None for a first one.
+    based_on = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The version this one started from.",
+    )
     # A snapshot of the scorecard that let this version through the publish gate.
     gate_scorecard = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(

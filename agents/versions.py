@@ -75,7 +75,7 @@ def copy_template(template: Agent, *, organization: Organization, user=None) -> 
     origin = latest_published(template) or latest_version(template)
     with transaction.atomic():
         agent = create_agent(organization, slug=template.slug, name=template.name, description=template.description)
-        return create_draft(agent, source=origin.source if origin else "", user=user)
+        return create_draft(agent, source=origin.source if origin else "", user=user, based_on=origin)
 
 
 def refuse_template(agent: Agent) -> None:
@@ -86,13 +86,16 @@ def refuse_template(agent: Agent) -> None:
         )
 
 
-def create_draft(agent: Agent, *, source: str, user=None) -> AgentVersion:
-    """A new draft numbered after the agent's latest version; stored even when invalid, with its errors."""
+def create_draft(agent: Agent, *, source: str, user=None, based_on: AgentVersion | None = None) -> AgentVersion:
+    """A new draft numbered after the agent's latest version; stored even when invalid, with its errors.
+
+    `based_on` is the version the source started from (what the Studio diffs the draft against).
+    """
     with transaction.atomic():
         # The agent row lock serializes numbering; the unique constraint is the backstop.
         Agent.objects.select_for_update(no_key=True).filter(pk=agent.pk).get()
         latest = AgentVersion.objects.filter(agent=agent).aggregate(n=Max("number"))["n"] or 0
-        version = AgentVersion(agent=agent, number=latest + 1, created_by=user)
+        version = AgentVersion(agent=agent, number=latest + 1, created_by=user, based_on=based_on)
         _apply_source(version, source)
         version.save()
         _follow_config(version)
@@ -116,7 +119,15 @@ def edit(agent: Agent, *, source: str, user=None) -> AgentVersion:
     latest = latest_version(agent)
     if latest is not None and latest.status == VersionStatus.DRAFT:
         return update_draft(latest, source=source)
-    return create_draft(agent, source=source, user=user)
+    return create_draft(agent, source=source, user=user, based_on=latest)
+
+
+def origin_of(version: AgentVersion) -> AgentVersion | None:
+    """The version `version` started from: its `based_on`, else the agent's version numbered just below it."""
+    if version.based_on_id is not None:
+        return AgentVersion.objects.select_related("agent").filter(pk=version.based_on_id).first()
+    return (AgentVersion.objects.select_related("agent").filter(agent_id=version.agent_id, number__lt=version.number)
+            .order_by("-number").first())
 
 
 def validate(version: AgentVersion) -> ValidationResult:

@@ -13,6 +13,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from agents.admin import SuperuserDeleteMixin
+from agents.staff import OrganizationScopedAdmin
 from connectors import identities
 from connectors.models import Identity
 
@@ -75,7 +76,7 @@ class IdentityForm(forms.ModelForm):
 
 
 @admin.register(Identity)
-class IdentityAdmin(SuperuserDeleteMixin, admin.ModelAdmin):
+class IdentityAdmin(OrganizationScopedAdmin, SuperuserDeleteMixin, admin.ModelAdmin):
     form = IdentityForm
     list_display = ["address", "channel", "organization", "display_name", "sandbox", "active", "secret_names"]
     list_filter = ["channel", "sandbox", "active", "organization"]

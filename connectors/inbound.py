@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
+
 from agents.models import Organization
 from connectors import attachments
 from connectors.base import ParsedInbound
@@ -57,8 +59,11 @@ def store(
     return message, created
 
 
-def mark_matched(message: InboundMessage, *, run_id: int, organization_id: int) -> None:
+def mark_matched(message: InboundMessage, *, run_id: int, organization_id: int, by_user=None, note: str = "") -> None:
+    """Routed to the run; `by_user`: a person attached it (an unmatched message, in the Studio)."""
     _update(message, status=InboundStatus.MATCHED, matched_run_id=run_id, organization_id=organization_id)
+    if by_user is not None:
+        _record_triage(message, by_user=by_user, note=note)
 
 
 def mark_unmatched(message: InboundMessage, *, organization_id: int | None, run_id: int | None = None) -> None:
@@ -70,6 +75,20 @@ def mark_ignored(message: InboundMessage) -> None:
     """Handled without a run (STOP/START/HELP keywords): kept for the record, not triage."""
     _update(message, status=InboundStatus.IGNORED, matched_run_id=message.matched_run_id,
             organization_id=message.organization_id)
+
+
+def mark_dismissed(message: InboundMessage, *, by_user, note: str) -> None:
+    """A person decided no run needs this unmatched message; who, when and why are kept."""
+    _update(message, status=InboundStatus.DISMISSED, matched_run_id=message.matched_run_id,
+            organization_id=message.organization_id)
+    _record_triage(message, by_user=by_user, note=note)
+
+
+def _record_triage(message: InboundMessage, *, by_user, note: str) -> None:
+    message.triaged_by = by_user
+    message.triaged_at = timezone.now()
+    message.triage_note = note
+    message.save(update_fields=["triaged_by", "triaged_at", "triage_note"])
 
 
 def _update(message: InboundMessage, *, status: str, matched_run_id: int | None, organization_id: int | None) -> None:

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -70,6 +71,8 @@ class InboundStatus(models.TextChoices):
     MATCHED = "matched", "Matched"
     UNMATCHED = "unmatched", "Unmatched"
     IGNORED = "ignored", "Ignored"
+    # A person looked at an unmatched message and decided no run needs it (triaged_by, triaged_at, triage_note).
+    DISMISSED = "dismissed", "Dismissed"
 
 
 class InboundMessage(models.Model):
@@ -92,6 +95,12 @@ class InboundMessage(models.Model):
     matched_run_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     status = models.CharField(max_length=16, choices=InboundStatus.choices, default=InboundStatus.UNMATCHED)
     received_at = models.DateTimeField(default=timezone.now)
+    # Who settled an unmatched message by hand (attached it to a run, or dismissed it), when, and why.
+    triaged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    triaged_at = models.DateTimeField(null=True, blank=True)
+    triage_note = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-received_at", "-id"]
@@ -128,9 +137,34 @@ class Suppression(models.Model):
                 fields=["organization", "channel", "address"], name="suppression_unique_address"
             ),
         ]
+        # Lifting deletes the row and keeps a SuppressionLift (connectors.suppressions.lift); the stock delete
+        # permission is not it, since a deleted row would leave no record of who lifted it and why.
+        permissions = [("lift_suppression", "Can lift a suppression (audited, with a reason)")]
 
     def __str__(self) -> str:
         return f"{self.channel} {self.address} ({self.reason})"
+
+
+class SuppressionLift(models.Model):
+    """The record of a lifted suppression: what it was, who lifted it (none: the contact's START), when, why.
+    Written only by connectors.suppressions."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="suppression_lifts")
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    address = models.CharField(max_length=254)
+    reason = models.CharField(max_length=16, choices=SuppressionReason.choices)
+    suppressed_at = models.DateTimeField()
+    lifted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    lifted_at = models.DateTimeField(default=timezone.now)
+    note = models.TextField()
+
+    class Meta:
+        ordering = ["-lifted_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.channel} {self.address} lifted {self.lifted_at:%Y-%m-%d %H:%M}"
 
 
 class DeliveryEvent(models.Model):

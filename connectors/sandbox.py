@@ -17,9 +17,11 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
+from connectors import outages
 from connectors.base import (
     INBOUND_KINDS,
     Connector,
+    ConnectorError,
     LookupResult,
     OutboundMessage,
     ParsedInbound,
@@ -47,6 +49,10 @@ class SandboxConnector(Connector):
     settle_seconds = 0
 
     def send(self, message: OutboundMessage) -> SendResult:
+        outage = outages.active(message.metadata.get("run_id"), at=message.sent_at, kinds=outages.PROVIDER_KINDS,
+                                channel=message.channel)
+        if outage is not None and outage.kind != "provider_timeout":
+            raise _outage_error(outage)
         # One statement, no transaction around it: an insert that does nothing on the unique key, so a resend
         # after a crash keeps the first row, whose provider id is the same (it derives from the key).
         accepted_at = message.sent_at or timezone.now()
@@ -59,6 +65,9 @@ class SandboxConnector(Connector):
                 [self.identity.organization_id, message.channel, message.idem_key, message.to,
                  json.dumps(_payload(message)), provider_message_id, accepted_at],
             )
+        if outage is not None:
+            # The provider took it but the answer never came back: only a lookup can tell it was sent.
+            raise _outage_error(outage)
         return SendResult(provider_message_id=provider_message_id, accepted_at=accepted_at)
 
     def lookup(self, message: OutboundMessage, *, sent_after: datetime) -> LookupResult:
@@ -78,6 +87,16 @@ class SandboxConnector(Connector):
         data = json.loads(request.body)
         items = data["messages"] if isinstance(data, dict) and "messages" in data else [data]
         return [_parsed(item) for item in items]
+
+
+def _outage_error(outage: outages.Window) -> ConnectorError:
+    """What a real provider's client raises in such an outage (connectors.errors)."""
+    if outage.kind == "provider_timeout":
+        return ConnectorError("sandbox: simulated timeout after the request was sent", code="timeout",
+                              outcome_unknown=True)
+    if outage.kind == "provider_429":
+        return ConnectorError("sandbox: simulated HTTP 429 Too Many Requests", code="429")
+    return ConnectorError("sandbox: simulated connection refused", code="unreachable")
 
 
 def _payload(message: OutboundMessage) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """System checks for missing or contradictory configuration (ids lucia.E/W0xx)."""
 
+from pathlib import Path
+
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
@@ -50,3 +52,20 @@ def check_configuration(app_configs, **kwargs) -> list:
             id="lucia.E005",
         ))
     return problems
+
+
+@register()
+def check_static_files(app_configs, **kwargs) -> list:
+    """With DEBUG off and the finders off, WhiteNoise serves only what collectstatic put in STATIC_ROOT."""
+    if settings.DEBUG or settings.WHITENOISE_USE_FINDERS:
+        return []
+    if (Path(settings.STATIC_ROOT) / "admin" / "css" / "base.css").is_file():
+        return []
+    # A warning, not an error: `migrate` runs every check and comes before collectstatic in a deployment.
+    return [Warning(
+        f"LUCIA_STATIC_FINDERS is off and {settings.STATIC_ROOT} holds no collected static files: "
+        "the Studio would be unstyled.",
+        hint="Run `python manage.py collectstatic --no-input` as part of the deployment "
+             "(or set LUCIA_STATIC_FINDERS=true).",
+        id="lucia.W011",
+    )]

@@ -23,7 +23,7 @@ if not DEBUG and SECRET_KEY == INSECURE_SECRET_KEY:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "lucia_site.studio.StudioAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # The Studio's CSS and JS with DEBUG off: no web server in front is needed for them.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "lucia_site.untrusted_input.RefuseNulBytes",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -120,7 +122,16 @@ AXES_CLIENT_IP_CALLABLE = "lucia_site.client_address.client_address"
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Filled by `manage.py collectstatic` (make dev runs it; so must a deployment): gzip-compressed copies that
+# WhiteNoise serves. Not a manifest storage: a page never fails for want of a collectstatic.
+STATIC_ROOT = Path(env_str("LUCIA_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Also serve files straight from the apps (what collectstatic would copy), so the Studio is styled before any
+# collectstatic (tests, a first start). Set LUCIA_STATIC_FINDERS=false once collectstatic is part of the deploy.
+WHITENOISE_USE_FINDERS = env_bool("LUCIA_STATIC_FINDERS", True)
 
 LOGGING = {
     "version": 1,
@@ -140,6 +151,11 @@ LUCIA_LLM = env_str("LUCIA_LLM", "scripted")
 LUCIA_MODEL = env_str("LUCIA_MODEL", "gpt-4o-mini")
 LUCIA_GUARDRAIL_MODEL = env_str("LUCIA_GUARDRAIL_MODEL")
 LUCIA_MODEL_TIMEOUT_S = env_int("LUCIA_MODEL_TIMEOUT_S", 30)
+# A model that is down (429, 5xx, timeouts) postpones the episode (runs.model_outages): retried after a backoff
+# doubling from the first value up to the second; an outage lasting the third opens one escalation per run.
+LUCIA_MODEL_RETRY_SECONDS = env_int("LUCIA_MODEL_RETRY_SECONDS", 60)
+LUCIA_MODEL_RETRY_MAX_SECONDS = env_int("LUCIA_MODEL_RETRY_MAX_SECONDS", 3600)
+LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S = env_int("LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S", 6 * 3600)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 LUCIA_SECRETS_KEY = env_str("LUCIA_SECRETS_KEY")

@@ -1,8 +1,13 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, reverse_lazy
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from lucia_site.health import healthz
+
+# Lucia Studio: the Django admin under Lucia's name; "View site" opens the API docs (there is no public site).
+admin.site.site_header = admin.site.site_title = "Lucia Studio"
+admin.site.index_title = "Operations"
+admin.site.site_url = reverse_lazy("api-docs")
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -14,3 +19,4 @@ urlpatterns = [
 ]
 
 handler404 = "lucia_site.error_pages.not_found"
+handler500 = "lucia_site.error_pages.server_error"

@@ -1,26 +1,35 @@
-"""The Studio's runtime screens: runs, episodes, journal, outbox (read-only) and the escalation inbox."""
+"""The Studio's runtime screens: runs, episodes, journal, outbox (read-only) and escalation routes.
+
+The escalation review queue is runs.admin_queue (imported here so the admin registers it).
+"""
+
+from datetime import timedelta
 
 from django import forms
-from django.contrib import admin, messages
-from django.http import HttpRequest, HttpResponseRedirect
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.admin.utils import display_for_value
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from runs import answers, cancellation, escalation_routes, escalations, events
+from agents.staff import OrganizationScopedAdmin
+from runs import admin_queue, attention, cancellation, escalation_routes  # noqa: F401 (admin_queue registers the queue)
+from runs.admin_run_filters import AttentionFilter, WaitingOnHumanFilter, WorkFilter
+from runs.admin_run_operations import CancelForm, EventForm, RunOperations
 from runs.models import (
     Contact,
     Episode,
-    Escalation,
-    EscalationKind,
+    EpisodeStatus,
     EscalationRoute,
-    EscalationStatus,
     JournalEntry,
     OutboxMessage,
     Run,
     Task,
 )
-from runs.timeline import timeline_for
+from runs.timeline import by_episode, timeline_for
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -65,55 +74,94 @@ class EpisodeInline(ReadOnlyInline):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
-    list_display = ["id", "organization", "agent_version", "status", "wake_when", "next_wake_at", "sim", "created_at"]
-    list_filter = ["status", "sim", "organization", "version__agent"]
+class RunAdmin(OrganizationScopedAdmin, RunOperations, ReadOnlyAdmin):
+    """Runs, read-only: the page leads with status, operations and the timeline; state changes go through
+    the operations (runs.admin_run_operations), never through a Save."""
+
+    list_display = ["id", "organization", "agent_version", "status", "wake_when", "next_wake_at", "lease_owner",
+                    "lease_expires_at", "last_heartbeat", "sim", "created_at"]
+    list_filter = [AttentionFilter, WaitingOnHumanFilter, WorkFilter, "status", "sim", "organization",
+                   "version__agent"]
     search_fields = ["=id", "external_ref", "goal", "contacts__email", "contacts__phone", "contacts__name"]
     list_select_related = ["organization", "version__agent"]
     date_hierarchy = "created_at"
     inlines = [ContactInline, TaskInline, EpisodeInline]
     actions = ["cancel_runs"]
-    readonly_fields = ["timeline_link"]
+    change_form_template = "admin/runs/run/change_form.html"
+    fieldsets = [
+        (None, {"fields": ["organization", "agent_version", "goal", "external_ref", "status", "wake_when",
+                           "next_wake_at", "outcome", "sim", "virtual_now", "timeline_link"]}),
+        ("Lease", {"fields": ["lease_owner", "lease_epoch", "lease_expires_at", "last_heartbeat",
+                              "advance_enqueued_at"]}),
+        ("Usage", {"fields": ["steps_used", "step_budget", "tokens_used", "token_budget", "cost_used",
+                              "cost_budget"]}),
+        ("Who and when", {"fields": ["deployment", "started_by", "started_by_key", "cancelled_by",
+                                     "cancelled_by_key", "created_at", "updated_at", "ended_at"]}),
+        ("Plan, inputs and state", {"classes": ["collapse"], "fields": ["plan", "inputs", "state"]}),
+    ]
 
     @admin.display(description="agent")
     def agent_version(self, run: Run) -> str:
         return f"{run.version.agent.slug} v{run.version.number}"
 
+    @admin.display(description="last heartbeat")
+    def last_heartbeat(self, run: Run) -> str:
+        # Each heartbeat sets the expiry one lease length ahead (runs.leases.renew), so the last one is read back.
+        if run.lease_owner is None or run.lease_expires_at is None:
+            return "-"
+        return display_for_value(run.lease_expires_at - timedelta(seconds=settings.LUCIA_LEASE_SECONDS), "-")
+
     @admin.display(description="timeline")
     def timeline_link(self, run: Run) -> str:
         return format_html('<a href="{}">Open the timeline</a>', reverse("admin:runs_run_timeline", args=[run.pk]))
 
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        # Viewing is allowed; every field is read-only (the actions change state through runs.*).
-        return request.user.has_perm("runs.view_run")
-
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
-        return [field.name for field in Run._meta.fields] + ["timeline_link"]
+        return [field.name for field in Run._meta.fields] + ["agent_version", "last_heartbeat", "timeline_link"]
 
     def get_urls(self):
         return [path("<int:run_id>/timeline/", self.admin_site.admin_view(self.timeline_view),
-                     name="runs_run_timeline")] + super().get_urls()
+                     name="runs_run_timeline"), *self.operation_urls()] + super().get_urls()
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        run = self.get_queryset(request).filter(pk=object_id).first() if str(object_id).isdigit() else None
+        if run is not None:
+            extra_context = {**(extra_context or {}), **self._story(run),
+                             "may_operate": self.may_operate(request) and run.is_open,
+                             "last_heartbeat": self.last_heartbeat(run),
+                             "failed_episodes": list(attention.unrecovered_failures(run.episodes.all())),
+                             "queued_episodes": list(run.episodes.filter(status=EpisodeStatus.QUEUED)),
+                             "event_kinds": EventForm.base_fields["kind"].choices,
+                             "event_channels": EventForm.base_fields["channel"].choices}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def timeline_view(self, request: HttpRequest, run_id: int) -> TemplateResponse:
-        run = Run.objects.select_related("version__agent", "organization").get(pk=run_id)
-        context = {**self.admin_site.each_context(request), "run": run, "items": timeline_for(run),
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        run = self.get_queryset(request).select_related("version__agent", "organization").filter(pk=run_id).first()
+        if run is None:
+            raise Http404(f"No run {run_id} in your organizations.")
+        context = {**self.admin_site.each_context(request), **self._story(run), "run": run,
                    "opts": Run._meta, "title": f"Timeline of run {run.pk}"}
         return TemplateResponse(request, "admin/runs/run/timeline.html", context)
 
-    @admin.action(description="Cancel the selected runs")
-    def cancel_runs(self, request: HttpRequest, queryset) -> None:
-        cancelled = 0
-        for run in queryset:
-            try:
-                cancellation.cancel_run(run, reason=f"cancelled in the Studio by {request.user}", by_user=request.user)
-                cancelled += 1
-            except cancellation.RunNotOpen as error:
-                self.message_user(request, str(error), messages.WARNING)
-        self.message_user(request, f"Cancelled {cancelled} run(s).", messages.SUCCESS)
+    def _story(self, run: Run) -> dict:
+        return {"timeline_groups": by_episode(timeline_for(run)), "run_timezone": run.organization.default_timezone}
+
+    @admin.action(description="Cancel the selected runs (asks for a reason)", permissions=["operate"])
+    def cancel_runs(self, request: HttpRequest, queryset) -> HttpResponse:
+        runs = list(queryset)
+        form = CancelForm(request.POST if request.POST.get("confirmed") else None)
+        if form.is_bound and form.is_valid():
+            return self.cancel_with_reason(request, runs, reason=form.cleaned_data["reason"])
+        return self.cancel_confirmation(request, runs, form)
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return self.may_operate(request)
 
 
 @admin.register(Episode)
-class EpisodeAdmin(ReadOnlyAdmin):
+class EpisodeAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path = "run__organization"
     list_display = ["id", "run", "seq", "kind", "status", "due_at", "attempts"]
     list_filter = ["status", "kind"]
     search_fields = ["=run__id", "dedupe_key"]
@@ -122,7 +170,8 @@ class EpisodeAdmin(ReadOnlyAdmin):
 
 
 @admin.register(JournalEntry)
-class JournalEntryAdmin(ReadOnlyAdmin):
+class JournalEntryAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path = "run__organization"
     list_display = ["id", "run", "seq", "kind", "model_provider", "model_name", "tokens_in", "tokens_out", "at"]
     list_filter = ["kind", "model_provider"]
     search_fields = ["=run__id", "request_hash"]
@@ -131,7 +180,8 @@ class JournalEntryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(ReadOnlyAdmin):
+class OutboxMessageAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path = "run__organization"
     list_display = ["id", "run", "tool", "channel", "recipient", "status", "attempts", "created_at", "sent_at"]
     list_filter = ["status", "channel", "tool"]
     search_fields = ["=run__id", "recipient", "idem_key", "provider_message_id"]
@@ -140,87 +190,6 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
 
 
 CHANNELS = [("email", "email"), ("sms", "SMS"), ("voice", "voice"), ("slack", "Slack")]
-
-
-class AnswerForm(forms.Form):
-    """The text and data an option may need (runs.answer_options); the pressed button names the option."""
-
-    text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
-                           help_text="The answer, guidance for the agent, the reply, or the reason.")
-    role = forms.CharField(required=False, help_text="The contact's role, when the escalation names none.")
-    channel = forms.ChoiceField(required=False, choices=[("", "—"), *CHANNELS])
-    channels = forms.MultipleChoiceField(required=False, choices=CHANNELS, widget=forms.CheckboxSelectMultiple,
-                                         help_text="stop_contacting: none ticked means every channel.")
-    address = forms.CharField(required=False, help_text="use_contact: the new email address or phone number.")
-    task_key = forms.CharField(required=False)
-    subject = forms.CharField(required=False, help_text="reply_to_contact by email.")
-    confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
-
-    def answer_data(self) -> dict:
-        data = {name: value for name in ("role", "channel", "address", "task_key", "subject")
-                if (value := self.cleaned_data.get(name))}
-        if self.cleaned_data.get("channels"):
-            data["channels"] = list(self.cleaned_data["channels"])
-        if self.cleaned_data.get("confirm"):
-            data["confirm"] = True
-        return data
-
-
-@admin.register(Escalation)
-class EscalationAdmin(ReadOnlyAdmin):
-    """The escalation inbox: open questions first; answer or resolve from the change page."""
-
-    list_display = ["id", "organization", "kind", "channel", "status", "run", "short_prompt", "created_at"]
-    list_filter = ["status", "kind", "channel", "organization"]
-    search_fields = ["=id", "=run__id", "prompt"]
-    list_select_related = ["organization", "run"]
-    raw_id_fields = ["run", "episode", "outbox_message"]
-    ordering = ["status", "-created_at"]
-    change_form_template = "admin/runs/escalation/change_form.html"
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return request.user.has_perm("runs.change_escalation")
-
-    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
-        return [field.name for field in Escalation._meta.fields]
-
-    @admin.display(description="prompt")
-    def short_prompt(self, escalation: Escalation) -> str:
-        return escalation.prompt[:80]
-
-    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
-        escalation = self.get_object(request, object_id)
-        form = AnswerForm(request.POST or None)
-        preview = None
-        if escalation is not None and request.method == "POST":
-            response, preview = self._settle(request, escalation, form)
-            if response is not None:
-                return response
-            # Refused or closed: show the page again with the message, never the ModelForm's save path.
-            request.method = "GET"
-        extra_context = {**(extra_context or {}), "answer_form": form, "preview": preview,
-                         "is_open": escalation is not None and escalation.status == EscalationStatus.OPEN,
-                         "is_uncertain_send": escalation is not None
-                         and escalation.kind == EscalationKind.UNCERTAIN_SEND,
-                         "is_approval": escalation is not None and escalation.kind == EscalationKind.APPROVAL}
-        return super().change_view(request, object_id, form_url, extra_context)
-
-    def _settle(self, request: HttpRequest, escalation: Escalation, form: AnswerForm):
-        """(a redirect once acted on, or None; the reply preview to confirm, or None)."""
-        option = request.POST.get("_option") or request.POST.get("_resolve") or ""
-        if not form.is_valid():
-            return None, None
-        try:
-            answers.answer(escalation, option=option, text=form.cleaned_data["text"], data=form.answer_data(),
-                           by_user=request.user, via="admin")
-        except answers.AnswerRefused as refused:
-            self.message_user(request, refused.message, messages.WARNING if refused.preview else messages.ERROR)
-            return None, refused.preview
-        except (escalations.EscalationClosed, cancellation.RunNotOpen, events.RunEnded) as error:
-            self.message_user(request, str(error), messages.ERROR)
-            return None, None
-        self.message_user(request, f"Escalation {escalation.pk}: {option} done.", messages.SUCCESS)
-        return HttpResponseRedirect(reverse("admin:runs_escalation_changelist") + "?status__exact=open"), None
 
 
 class EscalationRouteForm(forms.ModelForm):
@@ -246,7 +215,7 @@ ROUTE_DEFAULTS = {"email_identity": None, "email_to": "", "slack_identity": None
 
 
 @admin.register(EscalationRoute)
-class EscalationRouteAdmin(admin.ModelAdmin):
+class EscalationRouteAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
     """Where each organization's escalations are announced (runs.notifications); the API sets the same rows."""
 
     form = EscalationRouteForm

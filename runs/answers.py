@@ -15,7 +15,7 @@ from django.db import transaction
 
 from connectors import addresses, suppressions
 from connectors.models import SuppressionReason
-from runs import answer_options, cancellation, clock, contact_memory, escalations, events, journal
+from runs import answer_options, cancellation, clock, contact_memory, escalations, events, inbound_triage, journal
 from runs.answer_options import Answering, AnswerRefused
 from runs.models import (
     Contact,
@@ -332,6 +332,8 @@ def _settle(sent: bool):
 
 
 def _dismiss(answering: Answering) -> None:
+    if answering.escalation.kind == K.UNMATCHED_INBOUND:
+        inbound_triage.dismiss_from_answer(answering)  # the message is dismissed with its escalation
     return None
 
 

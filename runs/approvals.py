@@ -158,6 +158,14 @@ def _draft(message: OutboxMessage) -> dict:
             "payload": payload}
 
 
+def edit_preview(escalation: Escalation, text: str, data: dict) -> dict:
+    """What `edit` would send: {"tool", "channel", "to", "payload"}, the plan's opt-out text included."""
+    message = OutboxMessage.objects.get(pk=escalation.outbox_message_id)
+    run = Run.objects.get(pk=escalation.run_id)
+    return {"tool": message.tool, "channel": message.channel, "to": message.recipient,
+            "payload": _edited_payload(run, message, text=text, subject=data.get("subject"))}
+
+
 def _edited_payload(run: Run, message: OutboxMessage, *, text: str, subject: object) -> dict:
     payload = {**message.payload, EDITED_FIELD[message.tool]: text}
     if message.tool == "send_email" and isinstance(subject, str) and subject.strip():

@@ -1,6 +1,7 @@
 """The plan's `compliance` rules before a new send: deterministic, checked in a fixed order.
 
-Forbidden phrases block (a human reviews); a run a human took over (an open
+Forbidden phrases block (a human reviews); an acknowledgement the plan's
+`acknowledge` does not allow blocks (runs.acknowledgements); a run a human took over (an open
 `handoff` escalation), a channel the contact opted out of (runs.policy.memory)
 and a suppressed address block; the contact's absence defers to their return; the
 send window and the per-contact caps defer (never drop): the ToolExecutor
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
-from runs import outbox, policy
+from runs import acknowledgements, outbox, policy
 from runs.context import EpisodeContext
 from runs.episode_records import escalate, record
 from runs.models import Contact, EscalationKind, JournalKind
@@ -72,6 +73,11 @@ def check(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, conta
                  context={"tool": tool, "recipient": recipient, "payload": payload, "phrases": phrases})
         return Hold("blocked", "blocked: the message contains forbidden phrases; a human will review it",
                     escalated=True)
+    refused = acknowledgements.refusal(ctx, text=text_of(payload))
+    if refused is not None:
+        record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "acknowledge",
+                                               "mode": acknowledgements.mode(ctx.plan)})
+        return Hold("blocked", refused)
     if ctx.facts.handed_off:
         record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "handled_by_human"})
         return Hold("blocked", "blocked: a human is handling this run; send nothing until they hand it back")

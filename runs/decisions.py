@@ -19,13 +19,14 @@ once nothing is held, so a held "thanks" still goes out (its flush episode
 completes the run).
 """
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
 from django.db.models import Q
 
-from runs import clock, escalations, events, json_rows, policy
+from runs import clock, escalations, events, journal, json_rows, policy, promises
 from runs.context import EpisodeOutcome
 from runs.models import (
     Contact,
@@ -34,6 +35,7 @@ from runs.models import (
     EpisodeStatus,
     Escalation,
     EscalationKind,
+    JournalKind,
     OutboxMessage,
     OutboxStatus,
     Run,
@@ -62,7 +64,7 @@ class Standing:
     sent_something: bool
     # It reached them now (sent, sending or uncertain), not only held.
     sent_now: bool
-    # The run's latest open escalation.
+    # The run's latest open escalation the run waits on (a notice, escalations.open_notice, is not one).
     open_escalation: Escalation | None
 
 
@@ -78,7 +80,7 @@ SELECT (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE 
        EXISTS (SELECT 1 FROM runs_outboxmessage o WHERE o.episode_id = %(episode)s
                  AND o.status IN ('sent', 'sending', 'uncertain')) AS sent_now,
        (SELECT row_to_json(x) FROM runs_escalation x WHERE x.run_id = %(run)s AND x.status = 'open'
-         ORDER BY x.id DESC LIMIT 1) AS open_escalation
+           AND NOT x.context @> %(notice)s::jsonb ORDER BY x.id DESC LIMIT 1) AS open_escalation
 """
 
 
@@ -86,7 +88,8 @@ def read_standing(run: Run, episode: Episode) -> Standing:
     """Tasks, contacts, held rows, what the episode sent and the open question: one statement. Call under the
     fence, after the episode's own writes (its sends' results are written by that fence first)."""
     with connection.cursor() as cursor:
-        cursor.execute(STANDING_SQL, {"run": run.pk, "episode": episode.pk})
+        cursor.execute(STANDING_SQL, {"run": run.pk, "episode": episode.pk,
+                                      "notice": json.dumps({escalations.NOTICE_FLAG: True})})
         tasks, contacts, held_until, sent_something, sent_now, question = cursor.fetchone()
     return Standing(
         episode_id=episode.pk, tasks=json_rows.instances(Task, tasks), contacts=json_rows.instances(Contact, contacts),
@@ -181,6 +184,11 @@ def end_run(run: Run, *, status: str, outcome: str) -> None:
     # `state` too: the policy's last memory is kept with the ending.
     run.save(update_fields=["status", "outcome", "ended_at", "wake_when", "next_wake_at", "state", "updated_at"])
     Episode.objects.filter(run_id=run.pk, status=EpisodeStatus.QUEUED).update(status=EpisodeStatus.CANCELLED)
+    if status == RunStatus.COMPLETED:
+        resolved = escalations.resolve_on_completion(run, note=f"Closed by the runtime: the run completed. {outcome}")
+        if resolved:
+            journal.write(run, [journal.Entry(episode_id=None, kind=JournalKind.NOTE, at=run.ended_at, data={
+                "runtime": True, "text": "open questions closed: the run completed", "escalations": resolved})])
 
 
 def _schedule_followup(run: Run, episode: Episode, step: policy.NextStep) -> list[str]:
@@ -195,13 +203,17 @@ def _schedule_followup(run: Run, episode: Episode, step: policy.NextStep) -> lis
 
 def _as_the_contact_asked(run: Run, step: policy.NextStep):
     """(channel, due) for the chased contact's memory (runs.policy.memory): their preferred channel, never an
-    opted-out one, and not before they are back from an absence."""
+    opted-out one, not before they are back from an absence nor before a promise of theirs is due for its check."""
     contact = _chased_contact(run)
     if contact is None or not contact.history:
         return step.channel, step.due_at
     allowed = list(run.plan.get("capabilities") or [])
     channel = memory.channel_for(contact.history, ladder_channel=step.channel, allowed=allowed)
-    away = memory.absent_until(contact.history, now=step.due_at)
+    open_keys = {task.key for task in _tasks(run) if task.status == TaskStatus.OPEN}
+    # Away, or a promise not yet due for its check: no chasing before then (runs.absences, runs.promises).
+    holds = [memory.absent_until(contact.history, now=step.due_at),
+             promises.chase_after(contact.history, open_keys=open_keys)]
+    away = max((hold for hold in holds if hold is not None and hold > step.due_at), default=None)
     if away is None:
         return channel, step.due_at
     tz = policy.resolve_timezone(run.plan, contact_tz=contact.timezone, org_tz=run.organization.default_timezone)

@@ -1,4 +1,4 @@
-"""Questions for a human: open, close, resolve (uncertain sends), cancel.
+"""Questions for a human: open, close, resolve (uncertain sends), cancel, and who is working on them (claim).
 
 Opening happens under the worker's lease fence (the caller passes the locked
 run); every escalation stores the typed options that fit it
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Q
 
 from agents.models import ApiKey, Organization
 from runs import answer_options, clock, events
@@ -31,6 +32,8 @@ UNCERTAIN_OUTCOMES = ("sent", "not_sent")
 DEFAULT_ESCALATION_SLA_S = 4 * 3600
 # A first notice, then one more past the SLA.
 NOTICES = 2
+# Escalation.context flag of a notice (open_notice): the run does not wait for its answer.
+NOTICE_FLAG = "notice"
 
 
 class EscalationClosed(Exception):
@@ -70,6 +73,27 @@ def open_escalation(
     run.wake_when = wake_reason(escalation)
     run.save(update_fields=["status", "wake_when", "updated_at"])
     return escalation
+
+
+def open_notice(run: Run, *, kind: str, prompt: str, context: dict, episode: Episode | None = None) -> Escalation:
+    """Tell a human without making the run wait: the runtime handles it and closes it (`resolve_by_runtime`).
+
+    context["notice"] marks it, so the follow-up policy does not pause chasing for it (runs.decisions)."""
+    escalation = Escalation(
+        organization_id=run.organization_id, run=run, kind=kind, prompt=prompt,
+        context={**context, NOTICE_FLAG: True}, episode=episode, raised_at=clock.now(run),
+        notify_at=None if run.sim else clock.wall_now(),
+    )
+    escalation.options = answer_options.options_for(escalation)
+    escalation.save()
+    return escalation
+
+
+def resolve_by_runtime(escalation_id: int, *, note: str, at: datetime) -> int:
+    """The runtime settled what a notice was about (the model answers again): resolved with `note`, no episode.
+    Returns 1 when it was still open."""
+    return Escalation.objects.filter(pk=escalation_id, status=EscalationStatus.OPEN).update(
+        status=EscalationStatus.RESOLVED, answer=note, answered_via="runtime", answered_at=at)
 
 
 def wake_reason(escalation: Escalation) -> str:
@@ -118,6 +142,19 @@ def clear_outage(organization_id: int, *, channel: str) -> int:
              answered_at=clock.wall_now())
 
 
+def resolve_on_completion(run: Run, *, note: str) -> list[int]:
+    """The run completed: every question still open about it is resolved with `note` (no open escalation
+    outlives a completed run, and nobody is notified about it again). `run` is locked by the caller's fence.
+    Returns the ids resolved."""
+    open_ids = list(Escalation.objects.filter(run_id=run.pk, status=EscalationStatus.OPEN).values_list("pk", flat=True))
+    if open_ids:
+        Escalation.objects.filter(pk__in=open_ids, status=EscalationStatus.OPEN).update(
+            status=EscalationStatus.RESOLVED, answer=note[:2000], answered_via="runtime",
+            answered_at=clock.now(run), notify_at=None,
+        )
+    return open_ids
+
+
 def take_due_notices(*, batch: int) -> list[Escalation]:
     """Open escalations whose next notice is due, locked until the caller's transaction ends; the caller
     queues each one's notice and moves it on with notice_queued. SKIP LOCKED: another dispatcher has those."""
@@ -145,6 +182,31 @@ def sla_seconds(escalation: Escalation) -> int:
     sla = ((plan or {}).get("followup") or {}).get("escalation_sla_s")
     return DEFAULT_ESCALATION_SLA_S if sla is None else int(sla)
 
+
+class ClaimRefused(Exception):
+    """Someone else holds the escalation, or it is closed; the message names who or what."""
+
+
+def claim(escalation: Escalation, *, user) -> Escalation:
+    """Assign the open escalation to `user` (the review queue's "claim"); a no-op when they hold it already.
+
+    A conditional UPDATE: of two people claiming at once, one wins and the other is told who did.
+    """
+    claimed = Escalation.objects.filter(pk=escalation.pk, status=EscalationStatus.OPEN).filter(
+        Q(assignee__isnull=True) | Q(assignee=user)).update(assignee=user, assigned_at=clock.wall_now())
+    current = Escalation.objects.select_related("assignee").get(pk=escalation.pk)
+    if not claimed:
+        if current.status != EscalationStatus.OPEN:
+            raise ClaimRefused(f"escalation {current.pk} is already {current.status}: nothing to claim")
+        holder = current.assignee.get_username() if current.assignee else "someone else"
+        raise ClaimRefused(f"escalation {current.pk} is claimed by {holder}; ask them, or unassign it first")
+    return current
+
+
+def unassign(escalation: Escalation) -> Escalation:
+    """Put the escalation back in the queue for anyone (a claim left behind by someone away)."""
+    Escalation.objects.filter(pk=escalation.pk).update(assignee=None, assigned_at=None)
+    return Escalation.objects.get(pk=escalation.pk)
 
 
 def resolve(

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection
 
-from runs import clock, decisions, episode_loads, escalations, events, leases
+from runs import clock, decisions, episode_loads, escalations, events, leases, model_outages
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.models import Episode, EpisodeStatus, EscalationKind, Run
 
@@ -61,6 +61,10 @@ def execute(started: episode_loads.Started, *, epoch: int,
         outcome = run_loop(ctx)
     except leases.LeaseLost:
         raise
+    except model_outages.ModelUnavailable as outage:  # the model is down: the episode waits for it, not a human
+        with ctx.fence() as run:
+            model_outages.postpone(run, Episode.objects.get(pk=episode.pk), error=outage.error)
+        return run, False
     except Exception as exc:  # any loop failure is the episode's, not the worker's
         logger.exception("run %s: episode #%s failed", run.pk, episode.seq)
         with ctx.fence() as run:
@@ -70,7 +74,8 @@ def execute(started: episode_loads.Started, *, epoch: int,
     # changes a running episode (the reaper and cancellation move the epoch first), so ctx.episode is the row
     # as it stands.
     with ctx.fence(rider=_finish(clock.now(ctx.run), episode)) as run:
-        fields = decisions.apply_outcome(run, episode, outcome) if run.is_open else []
+        fields = model_outages.recovered(run, episode)
+        fields += decisions.apply_outcome(run, episode, outcome) if run.is_open else []
         released = _close(run, fields=fields, epoch=epoch)
     return run, released
 

@@ -39,13 +39,22 @@ def deliver(message: InboundMessage, *, organization: Organization | None) -> Ep
         triage(message, organization=organization, reason="no_run")
         return None
     try:
-        episode = events.record_event(
-            run, kind=episode_kind(message), payload=episode_payload(message), dedupe_key=dedupe_key(message)
-        )
+        return hand_to_run(message, run)
     except events.RunEnded:
         triage(message, organization=run.organization, reason="run_ended", run=run)
         return None
-    inbound.mark_matched(message, run_id=run.pk, organization_id=run.organization_id)
+
+
+def hand_to_run(message: InboundMessage, run: Run, *, by_user=None, note: str = "") -> Episode | None:
+    """The message becomes an inbound episode of `run` and is marked matched; raises events.RunEnded.
+
+    `by_user`: a person attached an unmatched message (runs.inbound_triage); the episode is the same as routing
+    would have made. None: the provider's id was already taken by an episode of this run.
+    """
+    episode = events.record_event(
+        run, kind=episode_kind(message), payload=episode_payload(message), dedupe_key=dedupe_key(message)
+    )
+    inbound.mark_matched(message, run_id=run.pk, organization_id=run.organization_id, by_user=by_user, note=note)
     return episode
 
 
@@ -73,7 +82,8 @@ def _candidates(message: InboundMessage, *, organization: Organization | None, s
     if message.channel in (Channel.SMS, Channel.VOICE) or (
             message.channel == Channel.SANDBOX and message.from_address.startswith("+")):
         yield newest_run_for_phone(organization, phone=message.from_address, sim=sim)
-    if message.channel == Channel.SLACK:
+    if message.channel == Channel.SLACK or (
+            message.channel == Channel.SANDBOX and _payload_channel(message) == Channel.SLACK):
         yield newest_run_for_slack_user(organization, user=message.from_address, sim=sim)
 
 

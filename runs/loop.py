@@ -6,8 +6,10 @@ calls. It stops when the model calls no tool, calls `finish` or `ask_human`,
 a guardrail blocks, or `model.max_steps_per_episode` is reached. No row lock
 is held across a model call: every write is its own short fenced transaction.
 
-Spent budgets and model failures past the retry bound open one `stuck`
-escalation and end the episode with nothing sent. LeaseLost propagates.
+Spent budgets and model failures that retrying cannot fix open one `stuck`
+escalation and end the episode with nothing sent. A model that is down
+(a retryable failure) raises ModelUnavailable: the worker postpones the
+episode (runs.model_outages). LeaseLost propagates.
 """
 
 from __future__ import annotations
@@ -15,7 +17,17 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from runs import contact_memory, episode_records, evidence, prompts, tool_executor, tools
+from runs import (
+    absences,
+    contact_memory,
+    episode_records,
+    evidence,
+    model_outages,
+    promises,
+    prompts,
+    tool_executor,
+    tools,
+)
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.llm import journaled, providers
 from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, function_tools
@@ -34,13 +46,17 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
     tool_executor.flush_pending(ctx)
     # "Email me instead": the contact's own words move their follow-ups, before the model answers them.
     contact_memory.learn_from_reply(ctx)
+    # A contact who writes back while recorded as away is back (runs.absences).
+    absences.learn_return(ctx)
+    # A promise whose date and grace passed with its task open is broken before the model writes (runs.promises).
+    promises.review(ctx)
     model = ctx.plan.get("model") or {}
     started = ctx.facts.first_entry_at
     # An episode that never journaled anything has nothing to replay: its model calls skip the lookup.
     replay = started is not None
     facts = prompts.metadata(ctx, now=started or ctx.now)
     messages = prompts.messages(ctx, facts)
-    provider = providers.provider_for(ctx.plan)
+    provider = providers.provider_for_run(ctx.plan, run_id=ctx.run_id, at=ctx.now)
     occurrences: Counter[str] = Counter()
     for _ in range(int(model.get("max_steps_per_episode") or DEFAULT_MAX_STEPS)):
         _check_lease(ctx)
@@ -75,7 +91,10 @@ def _check_lease(ctx: EpisodeContext) -> None:
 
 def _ask(ctx: EpisodeContext, session: ToolSession, provider, request: ChatRequest,
          occurrences: Counter, *, replay: bool) -> ModelReply | None:
-    """The model's reply, or None after a failure past the retry bound (escalated: a model failure never sends).
+    """The model's reply, or None after a failure retrying cannot fix (escalated: a model failure never sends).
+
+    A retryable failure (429, 5xx, timeout) raises ModelUnavailable at once: the episode is retried after a
+    backoff of minutes to hours (runs.model_outages), not within seconds in this process.
 
     A new reply's journal entry joins ctx.pending: it is written, fenced, with
     the tool call it asks for, before the tool acts (runs.context).
@@ -85,9 +104,11 @@ def _ask(ctx: EpisodeContext, session: ToolSession, provider, request: ChatReque
     try:
         reply, entry = journaled.answer(
             episode_id=ctx.episode.pk, provider=provider, request=request, at=ctx.now,
-            occurrence=occurrences[request_hash], heartbeat=ctx.heartbeat, replay=replay,
+            occurrence=occurrences[request_hash], heartbeat=ctx.heartbeat, replay=replay, backoff=(),
         )
     except ModelError as failure:
+        if failure.retryable:
+            raise model_outages.ModelUnavailable(failure) from failure
         logger.warning("run %s: model failed in episode #%s: %s", ctx.run_id, ctx.episode.seq, failure.message)
         _stuck(ctx, session, f"The model failed: {failure.message}", reason="model_error")
         return None

@@ -273,11 +273,13 @@ def await_lookup(ctx: EpisodeContext, message: OutboxMessage, *, not_before: dat
     return locked
 
 
-def record_uncertain(ctx: EpisodeContext, message: OutboxMessage, *, error: str) -> OutboxMessage:
+def record_uncertain(ctx: EpisodeContext, message: OutboxMessage, *, error: str,
+                     lookup: dict | None = None) -> OutboxMessage:
     """Nobody can say whether it went out: `uncertain` and one escalation; the run waits for a human.
 
     Row and escalation are written in one fenced transaction, so an uncertain
-    row always has its question open.
+    row always has its question open. `lookup`: what the provider's lookup answered, kept in the
+    escalation's context ("provider_lookup") for the person who decides.
     """
     with ctx.fence() as run:
         locked = _locked(message)
@@ -290,7 +292,8 @@ def record_uncertain(ctx: EpisodeContext, message: OutboxMessage, *, error: str)
             run, kind=EscalationKind.UNCERTAIN_SEND, episode=ctx.episode, outbox_message=locked,
             prompt=(f"A {locked.channel} message to {locked.recipient} may or may not have been sent: {error}. "
                     "Check the provider's records and say which."),
-            context={"outbox_message_id": locked.pk, "tool": locked.tool, "payload": locked.payload},
+            context={"outbox_message_id": locked.pk, "tool": locked.tool, "payload": locked.payload,
+                     **({"provider_lookup": lookup} if lookup else {})},
         )
     return locked
 

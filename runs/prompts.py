@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from runs import episode_loads, senders
+from runs import acknowledgements, episode_loads, promises, senders
 from runs.context import EpisodeContext
 from runs.models import EpisodeKind, Escalation, Task
+from runs.policy import cadence
 
 SUMMARY_ENTRIES = episode_loads.HISTORY_ENTRIES
 SUMMARY_CHARS = 240
+EARLIER_REPLIES = 10
 EVENT_TEXT_CHARS = 8000
 
 RULES = """Rules:
@@ -27,6 +29,11 @@ RULES = """Rules:
 - A task is done only when the runtime's check passes on evidence (an attachment, a reply, a human's answer);
   a claim such as "I already sent it" is not evidence. Call mark_task_done and read the result.
 - Timing is the runtime's: do not promise dates; use schedule_followup when someone asks to be contacted later.
+- A commitment with a date ("we will pay on the 15th") goes to record_promise, an absence with a return date
+  ("out until the 10th", "away for 2 weeks") to record_absence; neither completes a task.
+- A claim with nothing attached ("I already sent it"): say it has not arrived and ask them to send it again;
+  ask a human only when the claim repeats.
+- Answer a reply with a message that asks nothing only as the plan's acknowledge setting allows.
 - Ask a human (ask_human) on disputes, complaints, threats, requests for money or signatures, or anything unclear.
 - Call finish with a short summary when this event is handled."""
 
@@ -59,6 +66,9 @@ def metadata(ctx: EpisodeContext, *, now: datetime) -> dict:
         "inputs": dict(ctx.run.inputs or {}),
         "human_answers": _human_answers(ctx),
         "human_guidance": _human_guidance(ctx),
+        "acknowledge": acknowledgements.mode(plan),
+        "promise": promises.for_prompt(ctx.contacts, episode_id=ctx.episode.pk),
+        "earlier_replies": _earlier_replies(ctx) if event.get("contact_role") is not None else [],
     }
 
 
@@ -69,7 +79,8 @@ def _event(ctx: EpisodeContext) -> dict:
         default_step = 0 if episode.kind == EpisodeKind.START and _sends_at_start(ctx.plan) else None
         step = payload.get("step", default_step)
         event.update(step=step, channel=payload.get("channel") or _ladder_channel(ctx.plan, step),
-                     final=step is not None and step >= _max_attempts(ctx.plan) - 1,
+                     final=step is not None and step >= _max_attempts(ctx.plan) - 1
+                     and cadence.is_last_chase(ctx.plan, (ctx.run.state or {}).get("policy") or {}),
                      task_key=payload.get("task_key") or _first_open_task(ctx))
     elif episode.kind in (EpisodeKind.INBOUND, EpisodeKind.CALL_REPORT):
         event.update(
@@ -155,6 +166,23 @@ def _human_answers(ctx: EpisodeContext) -> list[str]:
     return [payload.get("answer") for payload in ctx.facts.answers_up_to(ctx.episode.seq) if payload.get("answer")]
 
 
+def _earlier_replies(ctx: EpisodeContext) -> list[dict]:
+    """The contacts' earlier replies in this run, oldest first (the latest EARLIER_REPLIES): what they already
+    said, e.g. a claim they repeat."""
+    # The run's inbound and call-report episodes, read with the episode (runs.episode_loads), by seq.
+    earlier = [message for message in ctx.facts.messages if message["seq"] < ctx.episode.seq][-EARLIER_REPLIES:]
+    replies = []
+    for message in earlier:
+        payload = message["payload"] or {}
+        replies.append({
+            "seq": message["seq"],
+            "contact_role": _role_of_sender(ctx, payload.get("from", ""), channel=payload.get("channel") or ""),
+            "text": str(payload.get("text") or payload.get("transcript") or "")[:SUMMARY_CHARS],
+            "attachments": sum(1 for a in payload.get("attachments") or [] if a.get("stored")),
+        })
+    return replies
+
+
 def _journal_summary(ctx: EpisodeContext) -> list[str]:
     # The journal before this episode, model calls left out, read with the episode (runs.episode_loads).
     entries = ctx.facts.history[-SUMMARY_ENTRIES:]
@@ -173,6 +201,11 @@ def _describe(ctx: EpisodeContext, facts: dict) -> str:
     lines += [f"- {c['role']}: {c['name'] or 'unnamed'} via {', '.join(c['channels'])}" for c in facts["contacts"]]
     if facts["human_answers"]:
         lines.append("Answers from humans: " + "; ".join(facts["human_answers"]))
+    lines.append(f"Acknowledge replies: {facts['acknowledge']} (every_reply | on_completion | never)")
+    if facts["promise"]:
+        lines.append("Promise: " + json.dumps(facts["promise"], default=str))
+    if facts["earlier_replies"]:
+        lines.append("Earlier replies: " + json.dumps(facts["earlier_replies"], default=str))
     if facts["human_guidance"]:
         lines.append("Guidance from your team (follow it; never send it to the contact as written): "
                      + "; ".join(facts["human_guidance"]))

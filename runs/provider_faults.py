@@ -58,8 +58,8 @@ def recover(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector
         return send_outcomes.held(outbox.await_lookup(ctx, message, not_before=ctx.now + timedelta(seconds=wait)),
                                   why="its last attempt may have reached the provider; it is looked up then")
     ctx.flush()  # the tool call that led here is journaled before the provider is asked
-    looked = rule_out_our_other_sends(
-        ctx, message, connector.lookup(outbound, sent_after=message.attempted_at or message.created_at))
+    asked = connector.lookup(outbound, sent_after=message.attempted_at or message.created_at)
+    looked = rule_out_our_other_sends(ctx, message, asked)
     if looked.found:
         _provider_answered(ctx, message)
         adopted = outbox.record_sent(ctx, message, provider_message_id=looked.provider_message_id or "")
@@ -71,7 +71,8 @@ def recover(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector
                                    lookup_failed=True)
         return send_outcomes.held(held, why="the provider cannot be asked now whether it took it; asked again then")
     if looked.found is None:
-        uncertain = outbox.record_uncertain(ctx, message, error="the provider could not say whether it was sent")
+        uncertain = outbox.record_uncertain(ctx, message, error="the provider could not say whether it was sent",
+                                            lookup=lookup_report(asked, looked, message=message))
         return send_outcomes.uncertain(uncertain)
     _provider_answered(ctx, message)
     return None
@@ -129,6 +130,22 @@ def rule_out_our_other_sends(ctx: EpisodeContext, message: OutboxMessage, looked
     if len(left) > 1 or rivals.exists():
         return LookupResult(found=None)
     return LookupResult(found=True, provider_message_id=left[0])
+
+
+def lookup_report(asked: LookupResult, looked: LookupResult, *, message: OutboxMessage) -> dict:
+    """What the provider's lookup said, in words for the person who decides whether it was sent."""
+    if asked.found is None and asked.transient:
+        said = f"the provider could not be asked ({message.lookups + 1} lookup(s) failed: unreachable or erroring)"
+    elif asked.found is None:
+        said = f"the {message.channel} provider keeps no record this send can be matched to"
+    elif asked.candidates:
+        said = (f"the provider has {len(asked.candidates)} message(s) that may be this one, and another of this "
+                "organization's sends may be any of them")
+    else:
+        said = "the provider's answer did not settle it"
+    return {"said": said, "found": looked.found, "transient": asked.transient,
+            "candidates": list(asked.candidates), "lookups": message.lookups + 1,
+            "attempts": message.attempts, "asked_at": clock.wall_now().isoformat()}
 
 
 def settle_remaining(message: OutboxMessage, *, connector: Connector) -> float:

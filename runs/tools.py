@@ -167,6 +167,31 @@ def chased_contact(ctx: EpisodeContext):
     return next((c for c in ctx.contacts if c.role in roles), None) or (ctx.contacts[0] if ctx.contacts else None)
 
 
+def _record_promise(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:
+    # Imported on use, as runs.outbound: the memory modules build on this module's helpers.
+    from runs import promises
+
+    try:
+        entry = promises.record(ctx, task_key=args["task_key"], due=args["due"], what=args["what"],
+                                quote=args["quote"], outcome=session.outcome)
+    except promises.PromiseError as problem:
+        return error(str(problem))
+    return {"ok": True, "task_key": entry["task_key"], "due": entry["due"], "check_at": entry["check_at"],
+            "status": "chasing paused until check_at; the task stays open until its check passes"}
+
+
+def _record_absence(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:
+    from runs import absences
+
+    try:
+        entry = absences.record(ctx, role=args["to_role"], until=args["until"], reason=args["reason"],
+                                outcome=session.outcome)
+    except absences.AbsenceError as problem:
+        return error(str(problem))
+    return {"ok": True, "to_role": args["to_role"], "until": entry["until"],
+            "status": "nothing is sent to this contact before until"}
+
+
 def _send_outbound(ctx: EpisodeContext, args: dict, session: ToolSession, *, tool: str) -> dict:
     return outbound.send(ctx, args, session=session, tool=tool)
 
@@ -179,6 +204,8 @@ HANDLERS: dict[str, Callable[[EpisodeContext, dict, ToolSession], dict]] = {
     "ask_human": _ask_human,
     "mark_task_done": _mark_task_done,
     "schedule_followup": _schedule_followup,
+    "record_promise": _record_promise,
+    "record_absence": _record_absence,
     "note": _note,
     "finish": _finish,
 }

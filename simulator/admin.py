@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
 
-from simulator import generator
+from agents.staff import OrganizationScopedAdmin
+from simulator import case_table, generator
 from simulator.models import EvalCase, EvalCaseStatus, Scorecard, Simulation
 
 
@@ -23,24 +23,43 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Simulation)
-class SimulationAdmin(ReadOnlyAdmin):
-    list_display = ["id", "version", "organization", "status", "seed", "weeks", "started_at", "finished_at"]
+class SimulationAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    # The builder's organization (the row's own is the simulation's shadow organization); templates' for all.
+    organization_path, unowned_visible = "version__agent__organization", True
+    list_display = ["id", "version", "organization", "status", "progress", "seed", "weeks", "started_at",
+                    "finished_at"]
     list_filter = ["status", "version__agent"]
     list_select_related = ["version__agent", "organization"]
     search_fields = ["version__agent__slug", "organization__slug"]
     raw_id_fields = ["version", "organization"]
-    fields = ["version", "organization", "status", "seed", "weeks", "started_at", "finished_at", "results"]
+    fields = ["version", "organization", "status", "cases_done", "cases_total", "current_case", "error", "seed",
+              "weeks", "queued_at", "requested_by", "started_at", "finished_at", "results"]
+
+    @admin.display(description="cases done")
+    def progress(self, simulation: Simulation) -> str:
+        return f"{simulation.cases_done}/{simulation.cases_total}"
 
 
 @admin.register(Scorecard)
-class ScorecardAdmin(ReadOnlyAdmin):
+class ScorecardAdmin(OrganizationScopedAdmin, ReadOnlyAdmin):
+    organization_path, unowned_visible = "version__agent__organization", True
     list_display = ["id", "version", "verdict", "case_count", "short_hash", "seed", "created_at"]
     list_filter = ["passed", "version__agent"]
     list_select_related = ["version__agent"]
     search_fields = ["version__agent__slug", "config_hash"]
     raw_id_fields = ["version", "simulation"]
-    fields = ["version", "config_hash", "passed", "seed", "simulation", "created_at", "case_table", "metrics"]
-    readonly_fields = ["case_table"]
+    fields = ["version", "config_hash", "passed", "seed", "simulation", "created_at", "metrics"]
+    change_form_template = "admin/simulator/scorecard/change_form.html"
+
+    class Media:
+        css = {"all": ["lucia/builder.css"]}
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):
+        scorecard = self.get_object(request, object_id)
+        if scorecard is not None:
+            extra_context = {**(extra_context or {}), "scorecard": scorecard,
+                             "case_rows": case_table.rows_for(scorecard)}
+        return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="result", boolean=True, ordering="passed")
     def verdict(self, scorecard: Scorecard) -> bool:
@@ -55,18 +74,10 @@ class ScorecardAdmin(ReadOnlyAdmin):
     def short_hash(self, scorecard: Scorecard) -> str:
         return scorecard.config_hash[:12]
 
-    @admin.display(description="cases")
-    def case_table(self, scorecard: Scorecard) -> str:
-        rows = format_html_join(
-            "", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            ((case.get("name"), "pass" if case.get("passed") else "FAIL", "; ".join(case.get("reasons") or []) or "-")
-             for case in scorecard.cases),
-        )
-        return format_html("<table><tr><th>case</th><th>result</th><th>reasons</th></tr>{}</table>", rows)
-
 
 @admin.register(EvalCase)
-class EvalCaseAdmin(admin.ModelAdmin):
+class EvalCaseAdmin(OrganizationScopedAdmin, admin.ModelAdmin):
+    organization_path, unowned_visible = "agent__organization", True
     list_display = ["name", "agent", "kind", "status", "version", "approved_by", "created_at"]
     list_filter = ["status", "kind", "agent"]
     list_select_related = ["agent", "version__agent", "approved_by"]
@@ -78,11 +89,14 @@ class EvalCaseAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # cases come from the generator or a version's config
 
-    def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
-        # A decided case is evidence; only a proposal's spec may still be tuned before approving it.
-        if obj is not None and obj.status != EvalCaseStatus.PROPOSED:
-            return ["agent", "version", "name", "kind", "status", "spec", "approved_by", "created_at"]
-        return self.readonly_fields
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        # A decided case is evidence (a view-only page); a template's cases are only superusers' to decide.
+        if obj is not None and (obj.status != EvalCaseStatus.PROPOSED or not self._may_decide(request, obj)):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def _may_decide(self, request: HttpRequest, case: EvalCase) -> bool:
+        return request.user.is_superuser or not case.agent.is_template
 
     @admin.action(description="Approve (counts in scorecards)", permissions=["change"])
     def approve(self, request: HttpRequest, queryset) -> None:
@@ -94,7 +108,11 @@ class EvalCaseAdmin(admin.ModelAdmin):
 
     def _decide(self, request: HttpRequest, queryset, *, decide, verb: str) -> None:
         done = 0
-        for case in queryset:
+        for case in queryset.select_related("agent"):
+            if not self._may_decide(request, case):
+                self.message_user(request, f"{case.name} is a template's case: only a superuser decides it.",
+                                  messages.ERROR)
+                continue
             try:
                 decide(case, user=request.user)
             except generator.CaseDecisionError as refused:

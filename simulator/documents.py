@@ -1,6 +1,6 @@
 """Attachment bytes a persona sends: a real, minimal PDF (or PNG) built in code, no files on disk.
 
-The scheduler hands the bytes to runs.submissions, which stores them like an
+simulator.delivery hands the bytes to the webhook intake, which stores them as an
 email's attachment; a done_when check then reads the stored row (size, sha256,
 the type sniffed from the bytes, the filename) and `text` (what an extractor
 would read). A persona declaring a type this module cannot build sends text

@@ -17,13 +17,13 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from agents.models import AgentVersion, Organization
 from runs import starts, timeline
 from runs.models import RunStatus, TaskStatus
-from simulator import expectations, personas, scheduler
+from simulator import expectations, faults, human_answers, personas, scheduler
 
 DEFAULT_WEEKS = 6
 # A Monday that is the last day of its month, so day N of a simulation is the Nth of the next month and a
@@ -59,10 +59,12 @@ def run_case(
 ) -> CaseResult:
     """Simulate `case` (one entry of version.compiled["evals"]) and check its expectations."""
     plan = version.compiled or {}
-    start = start_at or default_start(organization)
+    zone = ZoneInfo(organization.default_timezone)
+    start = start_at or case_start(case, organization=organization)
     if start.tzinfo is None:  # a naive start means the organization's wall clock
-        start = start.replace(tzinfo=ZoneInfo(organization.default_timezone))
+        start = start.replace(tzinfo=zone)
     weeks = weeks or case.get("weeks") or DEFAULT_WEEKS
+    horizon = start + timedelta(weeks=weeks)
     # hash() of a str changes per process; a digest keeps "same seed, same transcript" across processes.
     rng = random.Random(seed ^ _stable_hash(case["name"]))
     cast = personas.cast_for(plan, case, start=start, rng=rng, token=uuid.uuid4().hex[:8],
@@ -71,18 +73,38 @@ def run_case(
         organization, version=version, goal=case.get("goal") or _goal(plan, case), contacts=cast.contacts(),
         inputs=_inputs(plan, case), sim=True, virtual_now=start, external_ref=f"sim:{case['name']}:{seed}",
     )
-    report = scheduler.SimScheduler(run, cast=cast, horizon=start + timedelta(weeks=weeks), progress=progress,
-                                    approvals=case.get("approvals")).run()
-    facts = expectations.gather(run, start=start, opt_outs=report.opt_outs)
-    reasons = expectations.check(case.get("expect") or {}, facts)
-    metrics = {**_metrics(facts), "approvals": report.approvals}
+    human = human_answers.Human(case.get("human"))
+    with faults.armed(run.pk, faults.windows_for(case.get("faults") or [], start=start, zone=zone)):
+        report = scheduler.SimScheduler(run, cast=cast, horizon=horizon, progress=progress,
+                                        approvals=case.get("approvals"), human=human).run()
+    facts = expectations.gather(run, start=start, opt_outs=report.opt_outs, horizon=horizon)
+    reasons = expectations.check(case.get("expect") or {}, facts) + _script_reasons(report, human)
+    metrics = {**_metrics(facts), "approvals": report.approvals, "human_answers": len(human.answers),
+               "redeliveries": sum(1 for d in report.deliveries if d.action.redelivery)}
     return CaseResult(name=case["name"], passed=not reasons, reasons=reasons, metrics=metrics,
-                      run_id=run.pk, timeline=_timeline(facts, cast=cast, report=report))
+                      run_id=run.pk, timeline=_timeline(facts, cast=cast, report=report, human=human))
 
 
 def default_start(organization: Organization) -> datetime:
     """The fixed Monday 09:00 in the organization's zone: the same seed gives the same transcript."""
     return datetime(*DEFAULT_START, START_TIME.hour, START_TIME.minute, tzinfo=ZoneInfo(organization.default_timezone))
+
+
+def case_start(case: dict, *, organization: Organization) -> datetime:
+    """09:00 on the case's `start` date in the organization's zone; the default start without one."""
+    if not case.get("start"):
+        return default_start(organization)
+    return datetime.combine(date.fromisoformat(case["start"]), START_TIME,
+                            tzinfo=ZoneInfo(organization.default_timezone))
+
+
+def _script_reasons(report: scheduler.SchedulerReport, human: human_answers.Human) -> list[str]:
+    """What the case scripted but the runtime refused or mishandled: a redelivery not deduped, a refused answer."""
+    reasons = [f"redelivery: the persona's message {d.action.number} was delivered twice and {d.note}"
+               for d in report.deliveries if d.duplicated]
+    reasons += [f"human[{answer.step}]: {answer.option} on the {answer.escalation_kind} escalation was refused: "
+                f"{answer.error}" for answer in human.answers if answer.error]
+    return reasons
 
 
 def _metrics(facts: expectations.Facts) -> dict:
@@ -109,8 +131,14 @@ def _metrics(facts: expectations.Facts) -> dict:
     }
 
 
-def _timeline(facts: expectations.Facts, *, cast: personas.Cast, report: scheduler.SchedulerReport) -> list[dict]:
-    """The run's story by virtual day. Addresses read as roles: they carry a per-run token (personas.cast_for)."""
+def _timeline(facts: expectations.Facts, *, cast: personas.Cast, report: scheduler.SchedulerReport,
+              human: human_answers.Human) -> list[dict]:
+    """The run's story by calendar day in the organization's zone (day 0: the start date).
+
+    Addresses read as roles: they carry a per-run token (personas.cast_for).
+    Persona messages that became no episode (keywords, redeliveries, triage)
+    and the scripted human's refused answers are shown with why.
+    """
     labels = {address: f"{contact.role} <{contact.name}>" for contact in facts.contacts
               for channel in expectations.ADDRESS_FIELD for address in expectations.addresses(contact, channel)}
     zone = ZoneInfo(facts.run.organization.default_timezone)
@@ -122,16 +150,22 @@ def _timeline(facts: expectations.Facts, *, cast: personas.Cast, report: schedul
         rows.append(_row(facts, zone, at=item.at, type=item.type, kind=item.kind, channel=item.channel,
                          direction=item.direction, summary=summary))
     for delivery in report.deliveries:
-        if delivery.episode_id is None:  # keywords and refused messages never became episodes
+        if delivery.episode_id is None:  # keywords, redeliveries and triaged messages never became episodes
             action = delivery.action
             rows.append(_row(facts, zone, at=action.at, type="persona", kind=action.kind, channel=action.channel,
                              direction="in", summary=f"{action.role}: {action.text} ({delivery.note})"))
+    for answer in human.answers:
+        if answer.error:
+            rows.append(_row(facts, zone, at=answer.at, type="human", kind=answer.option, channel="",
+                             direction="in", summary=f"the scripted human's {answer.option} was refused: "
+                                                     f"{answer.error}"))
     return sorted(rows, key=lambda row: row["at"])
 
 
 def _row(facts: expectations.Facts, zone: ZoneInfo, *, at: datetime, **fields) -> dict:
-    # UTC isoformat sorts as text in time order; `local` is what a person reads (the organization's zone).
-    return {"day": round((at - facts.start) / DAY, 3), "at": at.astimezone(UTC).isoformat(),
+    # `day` is the calendar day in the organization's zone, as the expectations count it; UTC isoformat sorts
+    # as text in time order; `local` is what a person reads.
+    return {"day": facts.day(at), "at": at.astimezone(UTC).isoformat(),
             "local": at.astimezone(zone).strftime("%a %H:%M %Z"), **fields}
 
 

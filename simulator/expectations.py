@@ -2,8 +2,11 @@
 
 `gather` reads the run once; `check` returns one reason per unmet
 expectation (empty: the case passed). Days count from the run's start as
-calendar dates in the start's zone: day 0 is the start date, so "day 9" is the
-same date for the builder reading the timeline and for the check.
+calendar dates in the start's zone (the organization's): day 0 is the start
+date, so "day 9" is the same date for the builder reading the timeline and for
+the check. Counts, periods, quiet periods and content are in
+simulator.message_checks; escalation counts and timing in
+simulator.escalation_checks.
 
 A policy violation is a message that actually went out against the plan's
 compliance rules: outside the send window (business days and hours, quiet
@@ -18,18 +21,34 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
+
+from django.db.models import F
 
 from connectors import addresses as address_forms
 from connectors.models import SandboxMessage, Suppression
 from runs import policy
-from runs.models import Contact, Escalation, EscalationKind, OutboxMessage, OutboxStatus, Run, Task, TaskStatus
+from runs.models import (
+    Contact,
+    Episode,
+    Escalation,
+    EscalationKind,
+    OutboxMessage,
+    OutboxStatus,
+    Run,
+    Task,
+    TaskStatus,
+)
 from runs.policy.window import read_hours
+from simulator import escalation_checks, message_checks
+from simulator.message_checks import describe
+
+__all__ = ["Facts", "check", "describe", "duplicate_sends", "gather", "policy_violations", "quiet_hour_sends"]
 
 ADDRESS_FIELD = {"email": "email", "sms": "phone", "voice": "phone", "slack": "slack_user"}
-TEXT_FIELDS = ("subject", "body", "text", "brief")
+TEXT_FIELDS = message_checks.TEXT_FIELDS
 OPT_OUT_TOOLS = {"send_email": "body", "send_sms": "body", "send_slack": "text"}
 CAPS = (("per_day", timedelta(days=1)), ("per_week", timedelta(days=7)))
 
@@ -46,18 +65,26 @@ class Facts:
     suppressed: dict[tuple[str, str], datetime]
     # Sandbox rows per idempotency key of this run's sends (a key stored twice was sent twice).
     sandbox_keys: Counter
+    # The run's episodes (kind, status, due_at), oldest first.
+    episodes: list[Episode] = field(default_factory=list)
+    # The last simulated day (day 0 is the start date).
+    last_day: int = 41
 
     def day(self, at: datetime) -> int:
-        return (at.astimezone(self.start.tzinfo).date() - self.start.date()).days
+        """The calendar day of `at` in the organization's zone, counted from the start date (day 0)."""
+        return _day(at, start=self.start, zone=ZoneInfo(self.run.organization.default_timezone))
 
     def contact_for(self, message: OutboxMessage) -> Contact | None:
         return next((c for c in self.contacts if message.recipient in addresses(c, message.channel)), None)
 
 
-def gather(run: Run, *, start: datetime, opt_outs: dict[tuple[str, str], datetime] | None = None) -> Facts:
+def gather(run: Run, *, start: datetime, opt_outs: dict[tuple[str, str], datetime] | None = None,
+           horizon: datetime | None = None) -> Facts:
+    """Everything the checks read, in a few queries. `horizon`: the first instant after the simulated weeks."""
     run = Run.objects.select_related("organization").get(pk=run.pk)
     contacts = list(Contact.objects.filter(run_id=run.pk))
-    sent = list(OutboxMessage.objects.filter(run_id=run.pk, status=OutboxStatus.SENT).order_by("sent_at", "pk"))
+    sent = list(OutboxMessage.objects.filter(run_id=run.pk, status=OutboxStatus.SENT)
+                .annotate(episode_kind=F("episode__kind")).order_by("sent_at", "pk"))
     wanted = {(channel, a) for c in contacts for channel in ADDRESS_FIELD for a in addresses(c, channel)}
     rows = Suppression.objects.filter(organization_id=run.organization_id,
                                       address__in={address for _, address in wanted})
@@ -70,7 +97,10 @@ def gather(run: Run, *, start: datetime, opt_outs: dict[tuple[str, str], datetim
                  # counts them apart (metrics["approvals"]).
                  escalations=list(Escalation.objects.filter(run_id=run.pk).exclude(kind=EscalationKind.APPROVAL)
                                   .order_by("pk")),
-                 suppressed=suppressed, sandbox_keys=keys)
+                 suppressed=suppressed, sandbox_keys=keys,
+                 episodes=list(Episode.objects.filter(run_id=run.pk).only("kind", "status", "due_at").order_by("seq")),
+                 last_day=_day(horizon - timedelta(microseconds=1), start=start,
+                               zone=ZoneInfo(run.organization.default_timezone)) if horizon else 41)
 
 
 def check(expect: dict, facts: Facts) -> list[str]:
@@ -85,6 +115,12 @@ def check(expect: dict, facts: Facts) -> list[str]:
             elif facts.day(task.done_at) > by_day:
                 reasons.append(f"tasks_done_by_day: {task.key} was not done by day {by_day} "
                                f"(done on day {facts.day(task.done_at)})")
+    early = expect.get("not_done_before_day")
+    if early is not None:
+        for task in required:
+            if task.status == TaskStatus.DONE and task.done_at and facts.day(task.done_at) < early:
+                reasons.append(f"not_done_before_day: {task.key} was done on day {facts.day(task.done_at)}, "
+                               f"before day {early}")
     all_done = bool(required) and all(t.status == TaskStatus.DONE for t in required)
     if expect.get("tasks_done") is True and not all_done:
         still = ", ".join(t.key for t in required if t.status != TaskStatus.DONE)
@@ -107,6 +143,8 @@ def check(expect: dict, facts: Facts) -> list[str]:
     if escalated is False and facts.escalations:
         kinds = ", ".join(f"{e.kind} on day {facts.day(e.raised_at or facts.start)}" for e in facts.escalations)
         reasons.append(f"escalated: expected no escalation, got {len(facts.escalations)} ({kinds})")
+    reasons += escalation_checks.check(expect, facts)
+    reasons += message_checks.check(expect, facts)
     if expect.get("suppressed") is not None and bool(facts.suppressed) != expect["suppressed"]:
         reasons.append("suppressed: expected a contact address to be suppressed, none is" if expect["suppressed"]
                        else f"suppressed: expected no suppression, got {sorted(a for _, a in facts.suppressed)}")
@@ -130,6 +168,10 @@ def check(expect: dict, facts: Facts) -> list[str]:
     if expect.get("no_policy_violations", True):
         reasons += [f"no_policy_violations: {problem}" for problem in policy_violations(facts)]
     return reasons
+
+
+def _day(at: datetime, *, start: datetime, zone: ZoneInfo) -> int:
+    return (at.astimezone(zone).date() - start.astimezone(zone).date()).days
 
 
 def quiet_hour_sends(facts: Facts) -> list[OutboxMessage]:
@@ -178,11 +220,6 @@ def policy_violations(facts: Facts) -> list[str]:
         if opt_out and field and opt_out.casefold() not in str(message.payload.get(field, "")).casefold():
             problems.append(f"{where}: the required opt-out text is missing")
     return problems + _cap_breaches(facts, rules.get("per_contact_caps") or {})
-
-
-def describe(facts: Facts, messages: list[OutboxMessage], *, limit: int = 6) -> str:
-    shown = [f"{m.channel} on day {facts.day(m.sent_at)}" for m in messages[:limit]]
-    return ", ".join(shown) + (", …" if len(messages) > limit else "")
 
 
 def addresses(contact: Contact, channel: str) -> set[str]:

@@ -13,6 +13,7 @@ from agents.models import Agent, AgentVersion, Organization
 
 
 class SimulationStatus(models.TextChoices):
+    QUEUED = "queued", "queued"
     RUNNING = "running", "running"
     PASSED = "passed", "passed"
     FAILED = "failed", "failed"
@@ -31,6 +32,17 @@ class Simulation(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     results = models.JSONField(default=list, blank=True)
+    # Progress, for the Studio to poll while a worker runs it.
+    cases_total = models.PositiveIntegerField(default=0)
+    cases_done = models.PositiveIntegerField(default=0)
+    current_case = models.CharField(max_length=120, blank=True)
+    # Set for simulations handed to a worker (scorecards.request); None for ones run in the caller's process.
+    queued_at = models.DateTimeField(null=True, blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Why a queued simulation ended without a result (status `error`), for the person who asked.
+    error = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

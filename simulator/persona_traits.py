@@ -10,7 +10,7 @@ Delays are virtual time; the few random ones come from the persona's seeded rng.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -35,6 +35,11 @@ class Outbound:
     text: str
     # Index among the run's chasing messages to this persona; None for an answer to the persona's own reply.
     outreach: int | None
+    # What a reply needs to find its way back as a provider's would: the send's key (our Message-ID, a call's
+    # status callback), its provider id (a Slack thread) and the run's reply-to token (email).
+    idem_key: str = ""
+    provider_message_id: str = ""
+    run_token: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,14 @@ class Action:
     attachments: tuple[dict, ...] = ()
     trait: str = ""
     language: str = ""
-    extra: dict = field(default_factory=dict)
+    # The message this answers (None: a message of the persona's own), and how the reply addresses it.
+    answers: Outbound | None = None
+    via: str = "direct"  # direct | thread (agents/config/schema_evals.py)
+    # Set for a reply timed from the latest outreach: a newer action with the same key replaces this one.
+    key: str = ""
+    # The persona's nth message (simulator.personas numbers them as they are delivered); a redelivery keeps it.
+    number: int | None = None
+    redelivery: bool = False
 
 
 def react(persona: Persona, trait: dict, message: Outbound) -> list[Action]:
@@ -63,7 +75,8 @@ def react(persona: Persona, trait: dict, message: Outbound) -> list[Action]:
 
 
 def _replies_after(p: Persona, trait: dict, message: Outbound) -> list[Action]:
-    if message.outreach != 0:
+    latest = trait.get("relative_to") == "latest"
+    if message.outreach is None or (message.outreach != 0 and not latest):
         return []
     if trait.get("business_days") is not None:
         at = p.add_business_days(message.at, int(trait["business_days"]))
@@ -72,15 +85,17 @@ def _replies_after(p: Persona, trait: dict, message: Outbound) -> list[Action]:
         local = message.at.astimezone(p.zone)
         at = (local + timedelta(days=float(trait["days"]))).astimezone(message.at.tzinfo)
     at = max(at, message.at + p.typing_delay())
-    return [p.reply(message, at=at, text=trait.get("text") or "", trait=trait["type"],
-                    attachment=trait.get("attachment"))]
+    reply = p.reply(message, at=at, text=trait.get("text") or "", trait=trait["type"],
+                    attachment=trait.get("attachment"), via=trait.get("via") or "direct")
+    # From the latest outreach: each chasing message re-times the one reply (personas.Cast drops the older).
+    return [replace(reply, key=f"{p.role}:{p.traits.index(trait)}")] if latest else [reply]
 
 
 def _replies_on_followup(p: Persona, trait: dict, message: Outbound) -> list[Action]:
     if message.outreach != trait["n"]:
         return []
     return [p.reply(message, at=message.at + p.human_delay(), text=trait["text"], trait=trait["type"],
-                    attachment=trait.get("attachment"))]
+                    attachment=trait.get("attachment"), via=trait.get("via") or "direct")]
 
 
 def _asks_for_channel(p: Persona, trait: dict, message: Outbound) -> list[Action]:
@@ -131,8 +146,12 @@ def _answers_call(p: Persona, trait: dict, message: Outbound) -> list[Action]:
         return []
     # The call happens when it is placed; the provider's report arrives once it has ended.
     at = message.at + p.call_length()
+    transcripts = trait.get("transcripts") or [trait["transcript"]]
+    # The nth call answered says the nth transcript; the last one again after that.
+    transcript = transcripts[min(p.calls_answered, len(transcripts) - 1)]
+    p.calls_answered += 1
     return [Action(at=at, role=p.role, kind="call_report", channel="voice", sender=p.contact.get("phone", ""),
-                   text=trait["transcript"], trait=trait["type"], extra={"transcript": trait["transcript"]})]
+                   text=transcript, trait=trait["type"], answers=message)]
 
 
 def _language(p: Persona, trait: dict, message: Outbound) -> list[Action]:
@@ -171,4 +190,6 @@ _REACTIONS: dict[str, Callable[[Persona, dict, Outbound], list[Action]]] = {
     "prompt_injection": _prompt_injection,
     "answers_call": _answers_call,
     "language": _language,
+    # Acts on the persona's own messages as they are delivered (personas.Cast), not on what it receives.
+    "redelivers": _nothing,
 }

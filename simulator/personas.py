@@ -14,6 +14,7 @@ import heapq
 import logging
 import random
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 from itertools import count
 from zoneinfo import ZoneInfo
@@ -44,31 +45,59 @@ class Persona:
         self.rng = rng
         self.writer = writer
         self.language = next((t["code"] for t in self.traits if t["type"] == "language"), "")
+        # Message number -> delay before the provider delivers it a second time (`redelivers` traits).
+        self.redeliveries = {t.get("message", 0): timedelta(seconds=t.get("after", 300))
+                             for t in self.traits if t["type"] == "redelivers"}
+        self.calls_answered = 0
+        # The newest message received on each channel: what a reply written on another channel answers.
+        self.last_received: dict[str, Outbound] = {}
+        self.messages_sent = 0
+        # Keys of replies timed from the latest outreach that were delivered: such a reply is given once.
+        self.spent_keys: set[str] = set()
         self._outreach = 0
 
-    def hear(self, *, id: int, channel: str, tool: str, at: datetime, payload: dict, episode_kind: str) -> list[Action]:
+    def hear(self, *, id: int, channel: str, tool: str, at: datetime, payload: dict, episode_kind: str,
+             idem_key: str = "", provider_message_id: str = "", run_token: str = "") -> list[Action]:
         """React to one sent message; chasing messages are numbered, answers to the persona are not."""
         outreach = None
         if episode_kind in CHASE_KINDS:
             outreach, self._outreach = self._outreach, self._outreach + 1
         text = payload.get("body") or payload.get("text") or payload.get("brief") or ""
         message = Outbound(id=id, channel=channel, tool=tool, at=at, subject=payload.get("subject") or "",
-                           text=text, outreach=outreach)
-        return [action for trait in self.traits for action in react(self, trait, message)]
+                           text=text, outreach=outreach, idem_key=idem_key, provider_message_id=provider_message_id,
+                           run_token=run_token)
+        actions = [action for trait in self.traits for action in react(self, trait, message)]
+        self.last_received[channel] = message
+        return [action for action in actions if action.key not in self.spent_keys]
+
+    def delivered(self, action: Action) -> tuple[Action, Action | None]:
+        """`action` numbered as the persona's nth message, and its redelivery when the provider sends it twice."""
+        if action.redelivery:
+            return action, None
+        if action.key:
+            self.spent_keys.add(action.key)
+        number, self.messages_sent = self.messages_sent, self.messages_sent + 1
+        action = replace(action, number=number, key="")
+        if number not in self.redeliveries:
+            return action, None
+        return action, replace(action, at=action.at + self.redeliveries[number], redelivery=True)
 
     def reply(self, message: Outbound, *, at: datetime, text: str, trait: str, attachment: dict | None = None,
-              channel: str | None = None, brief: str = "") -> Action:
+              channel: str | None = None, brief: str = "", via: str = "direct") -> Action:
         """A written answer to `message`, on its channel unless that cannot carry it (a call, a file by SMS)."""
         channel = channel or self._reply_channel(message.channel, with_file=bool(attachment))
+        answers = message if channel == message.channel else self.last_received.get(channel)
         if not text:
             brief = brief or DEFAULT_REPLY[bool(attachment)]
             text = (self.writer(self, brief, message) if self.writer else None) or brief
         subject = ""
         if channel == "email":
-            subject = message.subject if message.subject.lower().startswith("re:") else f"Re: {message.subject}"
+            original = (answers or message).subject
+            subject = original if original.lower().startswith("re:") else f"Re: {original}"
         return Action(at=at, role=self.role, kind="inbound", channel=channel, sender=self.address(channel),
                       text=text, subject=subject.strip(), trait=trait, language=self.language,
-                      attachments=attachment_entry(attachment, title=f"{self.contact['name']}: {trait}"))
+                      attachments=attachment_entry(attachment, title=f"{self.contact['name']}: {trait}"),
+                      answers=answers, via=via)
 
     def address(self, channel: str) -> str:
         field = {"email": "email", "sms": "phone", "voice": "phone", "slack": "slack_user"}[channel]
@@ -126,6 +155,8 @@ class Cast:
                     self._by_address[(channel, normalize(channel, address))] = persona
         self._pending: list[tuple[datetime, int, Action]] = []
         self._order = count()
+        # Action key -> the order of its newest version: an older one is dropped when it comes due.
+        self._newest: dict[str, int] = {}
 
     def contacts(self) -> list[dict]:
         return [dict(persona.contact, role=role) for role, persona in self.personas.items()]
@@ -141,17 +172,40 @@ class Cast:
             if persona is None:
                 continue  # not a persona's address: the expectations report it, nobody answers
             for action in persona.hear(id=row["id"], channel=row["channel"], tool=row["tool"], at=row["sent_at"],
-                                       payload=row["payload"] or {}, episode_kind=row["episode__kind"] or ""):
-                heapq.heappush(self._pending, (action.at, next(self._order), action))
+                                       payload=row["payload"] or {}, episode_kind=row["episode__kind"] or "",
+                                       idem_key=row.get("idem_key") or "", run_token=row.get("run_token") or "",
+                                       provider_message_id=row.get("provider_message_id") or ""):
+                self._push(action)
 
     def next_at(self) -> datetime | None:
+        self._drop_replaced()
         return self._pending[0][0] if self._pending else None
 
     def pop_due(self, now: datetime) -> list[Action]:
+        """The actions due by `now`, in time order; each counts as delivered (a redelivery may follow)."""
         due = []
-        while self._pending and self._pending[0][0] <= now:
-            due.append(heapq.heappop(self._pending)[2])
+        while self._drop_replaced() and self._pending[0][0] <= now:
+            popped = heapq.heappop(self._pending)[2]
+            action, again = self.personas[popped.role].delivered(popped)
+            due.append(action)
+            if again is not None:
+                self._push(again)
         return due
+
+    def _push(self, action: Action) -> None:
+        order = next(self._order)
+        if action.key:
+            self._newest[action.key] = order
+        heapq.heappush(self._pending, (action.at, order, action))
+
+    def _drop_replaced(self) -> bool:
+        """Drop replaced actions from the front; True while something is pending."""
+        while self._pending:
+            _, order, action = self._pending[0]
+            if not action.key or self._newest.get(action.key) == order:
+                return True
+            heapq.heappop(self._pending)
+        return False
 
 
 def cast_for(plan: dict, case: dict, *, start: datetime, rng: random.Random, token: str, default_tz: str,

@@ -96,7 +96,7 @@ def verdict(scorecard: dict) -> str:
 
 
 def _day(value) -> str:
-    # The engine gives fractional days (3.25 = day 3, 06:00 after the start); the clock column has the time.
+    # The engine gives calendar days in the organization's zone (day 0: the start date); the clock column has the time.
     return f"day {int(value)}" if isinstance(value, int | float) else f"day {value or '?'}"
 
 

@@ -7,7 +7,9 @@ can happen — the run's next queued episode or a persona's next action — so
 nothing ever waits and the wall clock never enters the run's story.
 
 Each turn: advance the run at the current virtual time, hand what it sent to
-the personas, then jump. It stops when the run has ended, when nothing is
+the personas, then jump, and deliver what the personas send by then through
+the webhook intake (simulator.delivery) and the scripted human's answers
+(simulator.human_answers). It stops when the run has ended, when nothing is
 due any more (waiting for a human or a reply nobody will send: for an eval
 case that is an end state), or at the horizon.
 """
@@ -18,15 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from connectors import addresses, attachments
-from connectors.base import ParsedInbound
-from connectors.models import Channel
-from lucia_site.webhooks import intake
-from runs import events, submissions, worker
-from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, OutboxStatus, Run
+from connectors import addresses
+from connectors.models import Channel, SandboxMessage
+from runs import events, worker
+from runs.models import Episode, EpisodeStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
+from simulator import delivery
 from simulator.approvers import Approver
-from simulator.persona_traits import Action
+from simulator.delivery import Delivery
+from simulator.human_answers import Human
 from simulator.personas import Cast
 
 SANDBOX_PREFIX = "sandbox-"
@@ -44,15 +46,6 @@ class SchedulerStuck(RuntimeError):
 
 
 @dataclass
-class Delivery:
-    """A persona action as it reached the runtime: the episode it became (None: a keyword, or refused)."""
-
-    action: Action
-    episode_id: int | None
-    note: str = ""
-
-
-@dataclass
 class SchedulerReport:
     stopped: str  # ended | idle | horizon
     turns: int = 0
@@ -65,7 +58,8 @@ class SchedulerReport:
 
 class SimScheduler:
     def __init__(self, run: Run, *, cast: Cast, horizon: datetime,
-                 progress: Callable[[float], None] | None = None, approvals: list[dict] | None = None) -> None:
+                 progress: Callable[[float], None] | None = None, approvals: list[dict] | None = None,
+                 human: Human | None = None) -> None:
         self.run_id = run.pk
         self.organization = run.organization
         self.cast = cast
@@ -74,8 +68,8 @@ class SimScheduler:
         self.horizon = horizon
         self.progress = progress
         self._seen_outbox_id = 0
-        self._delivered = 0
         self.approver = Approver(approvals)
+        self.human = human or Human()
 
     def run(self) -> SchedulerReport:
         report = SchedulerReport(stopped="horizon")
@@ -90,7 +84,8 @@ class SimScheduler:
             if status not in OPEN_RUN_STATUSES:
                 report.stopped = "ended"
                 break
-            wake = min((t for t in (next_due, self.cast.next_at()) if t is not None), default=None)
+            wake = min((t for t in (next_due, self.cast.next_at(), self.human.next_at(self.run_id))
+                        if t is not None), default=None)
             if wake is None:
                 report.stopped = "idle"
                 break
@@ -105,6 +100,7 @@ class SimScheduler:
                 idle_turns = 0
                 self._jump(wake)
             self._deliver_due(report)
+            self.human.answer_due(self.run_id, now=self.now)
         self._report_progress(1.0)
         report.approvals = dict(sorted(self.approver.counts.items()))
         return report
@@ -129,7 +125,7 @@ class SimScheduler:
         rows = list(
             OutboxMessage.objects.filter(run_id=self.run_id, status=OutboxStatus.SENT, pk__gt=self._seen_outbox_id)
             .order_by("sent_at", "pk")
-            .values("id", "channel", "tool", "recipient", "sent_at", "payload", "provider_message_id",
+            .values("id", "channel", "tool", "recipient", "sent_at", "payload", "provider_message_id", "idem_key",
                     "episode__kind")
         )
         if not rows:
@@ -139,44 +135,19 @@ class SimScheduler:
         if real:
             raise RealSendError(f"run {self.run_id}: outbox rows {[r['id'] for r in real]} were not sent to the "
                                 "sandbox connector")
-        self.cast.hear(rows)
+        # What the provider was handed (connectors.sandbox): the Reply-To token a mail client answers.
+        delivered = dict(SandboxMessage.objects.filter(idem_key__in=[row["idem_key"] for row in rows])
+                         .values_list("idem_key", "payload__run_token"))
+        self.cast.hear([{**row, "run_token": delivered.get(row["idem_key"]) or ""} for row in rows])
 
     def _deliver_due(self, report: SchedulerReport) -> None:
         for action in self.cast.pop_due(self.now):
-            self._delivered += 1
-            report.deliveries.append(self._deliver(action, number=self._delivered, report=report))
-
-    def _deliver(self, action: Action, *, number: int, report: SchedulerReport) -> Delivery:
-        if action.kind == "stop":
-            return self._deliver_stop(action, number=number, report=report)
-        extra = {"subject": action.subject, **action.extra}
-        if action.language:
-            extra["language"] = action.language
-        kind = EpisodeKind.CALL_REPORT if action.kind == "call_report" else EpisodeKind.INBOUND
-        run = Run.objects.get(pk=self.run_id)
-        # The path the events API takes: files kept as bytes, read back by runs.evidence like an email's.
-        files = [attachments.upload_from_item(item) for item in action.attachments]
-        try:
-            episode = submissions.record(run, kind=kind, dedupe_key=f"sim:{number}", sender=action.sender,
-                                         channel=action.channel, text=action.text, files=files, extra=extra,
-                                         strict=False)
-        except events.RunEnded:
-            return Delivery(action, None, note="the run had ended")
-        return Delivery(action, episode.pk if episode else None)
-
-    def _deliver_stop(self, action: Action, *, number: int, report: SchedulerReport) -> Delivery:
-        """An SMS STOP takes the path a provider's does: stored, the number suppressed, no episode."""
-        item = ParsedInbound(provider_id=f"sim:{self.run_id}:{number}", kind="stop", from_address=action.sender,
-                             text=action.text, raw={"channel": Channel.SMS, "simulated_run": self.run_id})
-        # The sandbox webhook's entry: the item's raw "channel" names what the keyword suppresses.
-        intake.receive([item], channel=Channel.SANDBOX, organization=self.organization)
-        report.opt_outs.setdefault((Channel.SMS, _digits(action.sender)), action.at)
-        return Delivery(action, None, note="opt-out keyword: the number is suppressed")
+            found = delivery.deliver(action, run_id=self.run_id, organization=self.organization)
+            if action.kind == "stop":
+                report.opt_outs.setdefault((Channel.SMS, addresses.normalize_phone(action.sender)), action.at)
+            report.deliveries.append(found)
 
 
 def episodes_run(run_id: int) -> int:
     return Episode.objects.filter(run_id=run_id, status__in=[EpisodeStatus.DONE, EpisodeStatus.FAILED]).count()
 
-
-def _digits(phone: str) -> str:
-    return addresses.normalize_phone(phone)

@@ -34,10 +34,29 @@ def organization_for(organization: Organization | None = None) -> Organization:
     elif organization.slug.endswith(SUFFIX) or organization.slug == SHARED_SLUG:
         slug, name, tz = organization.slug, organization.name, organization.default_timezone
     else:
-        slug = f"{organization.slug[: 80 - len(SUFFIX)]}{SUFFIX}"
+        slug = shadow_slug(organization)
         name, tz = f"{organization.name} (simulation)", organization.default_timezone
+    return _shadow(slug, name=name, timezone=tz)
+
+
+def lane_organization(shadow: Organization, lane: int) -> Organization:
+    """The shadow organization of parallel lane `lane` of a simulation in `shadow` (lane 0 is `shadow`).
+
+    `simulate --jobs N` runs its cases in N processes, each in its own shadow, so an
+    organization-wide effect of one case (a provider outage, a cap) never reaches a case
+    running beside it.
+    """
+    if lane == 0:
+        return shadow
+    base = shadow.slug.removesuffix(SUFFIX)
+    tag = f"-lane{lane}"
+    slug = f"{base[: 80 - len(SUFFIX) - len(tag)]}{tag}{SUFFIX}"
+    return _shadow(slug, name=f"{shadow.name} lane {lane}", timezone=shadow.default_timezone)
+
+
+def _shadow(slug: str, *, name: str, timezone: str) -> Organization:
     sim, _ = Organization.objects.get_or_create(
-        slug=slug, defaults={"name": name, "default_timezone": tz, "sandbox": True}
+        slug=slug, defaults={"name": name, "default_timezone": timezone, "sandbox": True}
     )
     if not sim.sandbox:
         # Never simulate inside a real organization: a persona's STOP would suppress real addresses there.
@@ -45,6 +64,13 @@ def organization_for(organization: Organization | None = None) -> Organization:
                           "for simulations, or tick 'sandbox' on it in the Studio if it is one")
     ensure_identities(sim)
     return sim
+
+
+def shadow_slug(organization: Organization) -> str:
+    """The slug of the organization's sandbox shadow (which may not exist yet)."""
+    if organization.slug.endswith(SUFFIX):
+        return organization.slug
+    return f"{organization.slug[: 80 - len(SUFFIX)]}{SUFFIX}"
 
 
 def ensure_identities(organization: Organization) -> list[Identity]:

@@ -22,6 +22,8 @@ from schemathesis.specs.openapi.checks import (
 from agents.models import ApiKey
 from connectors import identities
 from runs.models import Escalation, EscalationKind
+from simulator import sim_org
+from simulator.models import Simulation, SimulationStatus
 from tests.factories import ContactFactory, EpisodeFactory, RunFactory, TaskFactory, api_key_for, deployed_agent
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
@@ -42,9 +44,12 @@ def _seed_organization(number: int) -> dict:
     escalation = Escalation.objects.create(organization=organization, run=run, kind=EscalationKind.QUESTION,
                                            prompt="Is the W-9 signed?", options=["yes", "no"])
     identity = identities.create_identity(organization, channel="email", address=f"agent{number}@example.com")
+    simulation = Simulation.objects.create(version=deployment.version, organization=sim_org.organization_for(
+        organization), status=SimulationStatus.PASSED, results=[])
     return {
         "key": api_key_for(organization, role=ApiKey.Role.BUILDER),
-        "ids": {"runs": run.pk, "escalations": escalation.pk, "deployments": deployment.pk, "identities": identity.pk},
+        "ids": {"runs": run.pk, "escalations": escalation.pk, "deployments": deployment.pk, "identities": identity.pk,
+                "simulations": simulation.pk},
         "slug": deployment.agent.slug,
         "number": deployment.version.number,
     }

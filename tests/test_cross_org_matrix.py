@@ -23,6 +23,8 @@ from connectors import identities
 from connectors.models import Identity
 from runs import starts
 from runs.models import Escalation, EscalationRoute, Run
+from simulator import sim_org
+from simulator.models import Simulation
 from tests.factories import (
     AgentFactory,
     EscalationFactory,
@@ -105,6 +107,9 @@ def victim():
         {"role": "vendor", "name": f"{MARK} vendor", "email": f"vendor@{MARK}.example"}])
     escalation = EscalationFactory(run=run, prompt=f"{MARK} question")
     EscalationRoute.objects.create(organization=organization, email_identity=identity, email_to=f"ops@{MARK}.example")
+    simulation = Simulation.objects.create(version=draft, organization=sim_org.organization_for(organization),
+                                           status="passed", results=[{"name": f"{MARK}-case", "passed": True,
+                                                                      "reasons": [], "timeline": []}])
     # Path values by route basename (the part of the route name before the first "-" action).
     values = {
         "agent": {"slug": agent.slug},
@@ -114,6 +119,7 @@ def victim():
         "identity": {"pk": identity.pk},
         "run": {"pk": run.pk},
         "escalation": {"pk": escalation.pk},
+        "simulation": {"pk": simulation.pk, "case_name": f"{MARK}-case"},
     }
     return organization, values
 

@@ -14,6 +14,7 @@ from agents.config import tool_schemas
 from agents.config.compiler_model import compile_model
 from agents.config.schema import AgentConfig, ComplianceSpec
 from agents.config.schema_base import CHANNELS, WEEKDAYS
+from agents.config.schema_cadence import CadenceSpec
 from agents.config.schema_evals import EvalCase, Persona
 from agents.config.schema_followup import FollowupSpec
 from agents.config.schema_tasks import TaskSpec
@@ -36,9 +37,11 @@ def compile_config(cfg: AgentConfig) -> dict:
         ],
         "tasks": [_task(task) for task in cfg.tasks],
         "followup": _followup(cfg.followup),
+        "cadence": _cadence(cfg.cadence, followup=cfg.followup),
         "compliance": _compliance(cfg.compliance),
         "approvals": {"outbound": cfg.approvals.outbound,
                       "channels": {c: cfg.approvals.channels[c] for c in CHANNELS if c in cfg.approvals.channels}},
+        "acknowledge": cfg.acknowledge,
         "tools": tool_schemas.build(cfg),
         "model": compile_model(cfg.model),
         "evals": [_eval(case) for case in cfg.evals],
@@ -80,6 +83,23 @@ def _followup(followup: FollowupSpec) -> dict:
         "on_reply": followup.on_reply,
         "reply_grace_s": followup.reply_grace,
         "escalation_sla_s": followup.escalation_sla,
+        "holidays": sorted(followup.holidays),
+        "promise_grace": {"delay_s": followup.promise_grace.seconds,
+                          "delay_business_days": followup.promise_grace.business_days},
+    }
+
+
+def _cadence(cadence: CadenceSpec | None, *, followup: FollowupSpec) -> dict | None:
+    if cadence is None:
+        return None
+    until = cadence.until or {}
+    return {
+        "every_s": cadence.every,
+        "on": WEEKDAYS.index(cadence.on) if cadence.on is not None else None,
+        "at": cadence.at or followup.business_hours.start,
+        "until_date": until.get("date"),
+        "until_s": until.get("after_s"),
+        "escalate_after": cadence.escalate_after,
     }
 
 
@@ -102,7 +122,10 @@ def _eval(case: EvalCase) -> dict:
         "goal": case.goal,
         "inputs": dict(case.inputs),
         "personas": {role: _persona(persona) for role, persona in case.personas.items()},
+        "start": case.start,
         "approvals": [step.model_dump() for step in case.approvals],
+        "human": [step.model_dump() for step in case.human],
+        "faults": [window.model_dump() for window in case.faults],
         "expect": _expect(case),
     }
 
@@ -115,6 +138,9 @@ def _persona(persona: Persona) -> dict:
 
 def _trait(trait: dict) -> dict:
     kind = trait.pop("type")
+    if kind == "answers_call":
+        # One transcript is a list of one: the nth call says the nth entry, the last one after that.
+        trait["transcripts"] = [trait.pop("transcript")] if trait.get("transcript") else trait["transcripts"]
     # sends_attachment is a spelling of replies_after; consumers handle one type.
     return {"type": "replies_after" if kind == "sends_attachment" else kind, **trait}
 

@@ -20,6 +20,10 @@ DEFAULT_INTENTS: dict[str, tuple[str, ...]] = {
                    "already submitted"),
     "wrong_person": ("wrong person", "not the right person", "no longer", "please contact", "reach out to"),
     "channel_request": ("text me", "call me", "email me", "slack me", "prefer email", "prefer text", "by phone"),
+    "legal_threat": ("sue", "lawsuit", "legal action", "my lawyer", "my attorney"),
+    "promise": (),  # phrases need a date in the same reply to count (runs.llm.scripted_intents.NEEDS_DATE)
+    "status_update": ("on track", "on schedule", "all good"),
+    "acknowledgement": (),
 }  # fmt: skip
 
 

@@ -10,6 +10,7 @@ model), so a template that validates renders the same everywhere. `{{` and
 - `inputs.<key>`: a run input the config declares
 - `attempt`: the outreach number, 1 for the first message
 - `human.answer`: what a human last recorded for this run
+- `promise.due`, `promise.what`: the contact's latest promise (runs.promises), e.g. "on 2030-01-15"
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ FIELDS: dict[str, tuple[str, ...] | None] = {
     "task": ("key", "title"),
     "tasks": ("open",),
     "human": ("answer",),
+    "promise": ("due", "what"),
     "attempt": (),
     "inputs": None,  # any declared input key
 }

@@ -13,6 +13,7 @@ from typing import Literal, get_args
 from pydantic import Field, field_validator, model_validator
 
 from agents.config.schema_base import CHANNELS, Channel, ClockTime, Domain, Key, Slug, Strict, Text, fail
+from agents.config.schema_cadence import CadenceSpec
 from agents.config.schema_evals import EvalCase
 from agents.config.schema_followup import FollowupSpec
 from agents.config.schema_model import ModelSpec
@@ -26,6 +27,8 @@ ToolName = Literal[
     "ask_human",
     "mark_task_done",
     "schedule_followup",
+    "record_promise",
+    "record_absence",
     "note",
     "finish",
 ]
@@ -34,7 +37,8 @@ TOOL_NAMES: tuple[str, ...] = get_args(ToolName)
 # The channel an outbound tool uses; the agent needs that capability to list the tool.
 TOOL_CHANNEL = {"send_email": "email", "send_sms": "sms", "send_slack": "slack", "place_call": "voice"}
 CHANNEL_TOOL = {channel: tool for tool, channel in TOOL_CHANNEL.items()}
-INTERNAL_TOOLS = ("ask_human", "mark_task_done", "schedule_followup", "note", "finish")
+INTERNAL_TOOLS = ("ask_human", "mark_task_done", "schedule_followup", "record_promise", "record_absence", "note",
+                  "finish")
 
 
 class ContactSpec(Strict):
@@ -100,6 +104,11 @@ class ComplianceSpec(Strict):
         return value
 
 
+# When the agent answers a contact's reply with a message of its own that asks nothing (runs.acknowledgements):
+# after every reply, only the thank-you that completes the run, or never.
+Acknowledge = Literal["every_reply", "on_completion", "never"]
+ACKNOWLEDGE_MODES: tuple[str, ...] = get_args(Acknowledge)
+
 ApprovalMode = Literal["none", "first_message", "all"]
 APPROVAL_MODES: tuple[str, ...] = get_args(ApprovalMode)
 
@@ -133,9 +142,12 @@ class AgentConfig(Strict):
     contacts: list[ContactSpec] = Field(min_length=1)
     tasks: list[TaskSpec] = Field(min_length=1)
     followup: FollowupSpec
+    cadence: CadenceSpec | None = None
     tools: list[ToolName] | None = None
     compliance: ComplianceSpec = ComplianceSpec()
     approvals: ApprovalsSpec = ApprovalsSpec()
+    # on_completion: a thank-you after every update was the complaint; a reply that asks something still goes.
+    acknowledge: Acknowledge = "on_completion"
     model: ModelSpec = ModelSpec()
     evals: list[EvalCase] = []
 

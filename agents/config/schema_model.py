@@ -10,7 +10,10 @@ classifies replies by phrases. For an outreach it picks a moment:
 - `followup`: ladder steps after the first;
 - `final`: the last ladder step (falls back to `followup`);
 - `ack`: answer to a reply that leaves required tasks open (optional);
-- `thanks`: answer once every required task is done (optional).
+- `thanks`: answer once every required task is done (optional);
+- `claim`: answer to "I already sent it" when nothing arrived: ask them to send it again (optional);
+- `promise_check`: the outreach after a promise's date (and its grace) passed with the task still open:
+  "did it go through?" (optional; falls back to `followup`).
 
 A moment's template is looked up in `tasks.<task_key>` for the task being
 chased, then in `messages`. Email uses `subject` and `body` (a missing subject
@@ -30,10 +33,11 @@ from pydantic import Field
 
 from agents.config.schema_base import Key, Strict, Text
 
-Moment = Literal["first", "followup", "final", "ack", "thanks"]
+Moment = Literal["first", "followup", "final", "ack", "thanks", "claim", "promise_check"]
 MOMENTS: tuple[str, ...] = get_args(Moment)
 
-Intent = Literal["out_of_office", "opt_out", "dispute", "claim_done", "wrong_person", "channel_request"]
+Intent = Literal["out_of_office", "opt_out", "dispute", "claim_done", "wrong_person", "channel_request",
+                 "legal_threat", "promise", "status_update", "acknowledgement"]
 INTENTS: tuple[str, ...] = get_args(Intent)
 
 
@@ -49,6 +53,8 @@ class Messages(Strict):
     final: MessageTemplate | None = None
     ack: MessageTemplate | None = None
     thanks: MessageTemplate | None = None
+    claim: MessageTemplate | None = None
+    promise_check: MessageTemplate | None = None
 
 
 class TaskMessages(Strict):
@@ -59,6 +65,8 @@ class TaskMessages(Strict):
     final: MessageTemplate | None = None
     ack: MessageTemplate | None = None
     thanks: MessageTemplate | None = None
+    claim: MessageTemplate | None = None
+    promise_check: MessageTemplate | None = None
 
 
 class ScriptedHints(Strict):

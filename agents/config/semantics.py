@@ -198,6 +198,7 @@ def _followup_rules(data: dict) -> Iterator[ConfigError]:
             f"timezone is ignored when timezone_source is {source}",
             "set timezone_source: fixed, or remove timezone",
         )
+    yield from _cadence_time(data, followup=followup)
     steps, attempts = followup.get("steps"), followup.get("max_attempts")
     if isinstance(steps, list) and steps and type(attempts) is int and attempts > len(steps):
         yield ConfigError(
@@ -205,3 +206,15 @@ def _followup_rules(data: dict) -> Iterator[ConfigError]:
             f"max_attempts {attempts} is more than the {len(steps)} ladder steps",
             f"use at most {len(steps)}, or add steps",
         )
+
+
+def _cadence_time(data: dict, *, followup: dict) -> Iterator[ConfigError]:
+    """A check-in time outside business hours would silently move to the next opening: say so instead."""
+    at = as_map(data.get("cadence")).get("at")
+    hours = as_map(followup.get("business_hours"))
+    start, end = hours.get("start", "09:00"), hours.get("end", "17:00")
+    if not all(isinstance(value, str) for value in (at, start, end)):
+        return
+    if not start <= at < end:
+        yield ConfigError("cadence.at", f"{at} is outside business hours ({start}–{end})",
+                          f'pick a time from {start} to before {end}, e.g. at: "{start}"')

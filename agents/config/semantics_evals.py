@@ -69,13 +69,14 @@ def _expect(data: dict, *, case: dict, index: int) -> Iterator[ConfigError]:
     where = ["evals", index, "expect"]
     weeks = case.get("weeks", 6)
     last_day = weeks * 7 if type(weeks) is int else None
-    by_day = expect.get("tasks_done_by_day")
-    if last_day is not None and type(by_day) is int and by_day > last_day:
-        yield ConfigError(
-            format_path([*where, "tasks_done_by_day"]),
-            f"day {by_day} is after the simulation ends (day {last_day})",
-            f"use a day up to {last_day} or raise weeks",
-        )
+    days = [([*where, name], expect.get(name)) for name in ("tasks_done_by_day", "escalated_by_day",
+                                                            "not_done_before_day")]
+    days += [(["evals", index, "faults", j, "from_day"], as_map(fault).get("from_day"))
+             for j, fault in enumerate(as_list(case.get("faults")))]
+    for path, day in days:
+        if last_day is not None and type(day) is int and day > last_day:
+            yield ConfigError(format_path(path), f"day {day} is after the simulation ends (day {last_day})",
+                              f"use a day up to {last_day} or raise weeks")
     if isinstance(data.get("tasks"), list):
         keys = names(data, section="tasks", key="key")
         for j, key in enumerate(as_list(expect.get("open_tasks"))):

@@ -103,6 +103,31 @@ def _schedule_followup(cfg: AgentConfig) -> dict:
     return _tool("schedule_followup", description=description, properties=properties, required=["reason"])
 
 
+def _record_promise(cfg: AgentConfig) -> dict:
+    properties = {
+        "task_key": {"type": "string", "enum": [t.key for t in cfg.tasks], "description": "The task it is about."},
+        "due": {"type": "string", "format": "date",
+                "description": "The date promised, YYYY-MM-DD, in the contact's own calendar."},
+        "what": _text("What was promised, e.g. 'pay invoice INV-1042' or 'send the signed form'.", max_length=200),
+        "quote": _text("The contact's words.", max_length=500),
+    }
+    description = ("Record a contact's commitment with a date ('we will pay on the 15th', 'I'll send it by Friday'). "
+                   "Chasing pauses until the date plus a grace period, then the runtime checks; a promise does not "
+                   "complete a task.")
+    return _tool("record_promise", description=description, properties=properties)
+
+
+def _record_absence(cfg: AgentConfig) -> dict:
+    properties = {
+        "to_role": {"type": "string", "enum": [c.role for c in cfg.contacts], "description": "Who is away."},
+        "until": {"type": "string", "description": "When they are back: YYYY-MM-DD (their own calendar) or an "
+                                                   "ISO 8601 time with offset."},
+        "reason": _text("Their words, e.g. 'out of office until the 10th'.", max_length=500),
+    }
+    description = "Record that a contact is away until a date: nothing is sent to them before they are back."
+    return _tool("record_absence", description=description, properties=properties)
+
+
 def _note(cfg: AgentConfig) -> dict:
     description = "Write a note in the run's journal for humans; sends nothing."
     return _tool("note", description=description, properties={"text": _text("The note.")})
@@ -123,6 +148,8 @@ BUILDERS: dict[str, Callable[[AgentConfig], dict]] = {
     "ask_human": _ask_human,
     "mark_task_done": _mark_task_done,
     "schedule_followup": _schedule_followup,
+    "record_promise": _record_promise,
+    "record_absence": _record_absence,
     "note": _note,
     "finish": _finish,
 }

@@ -148,6 +148,8 @@ class TimelineItemSerializer(serializers.Serializer):
     ref = serializers.IntegerField()
     channel = serializers.CharField()
     direction = serializers.CharField()
+    episode = serializers.IntegerField(allow_null=True, help_text="The id of the episode it happened in, if any.")
+    detail = serializers.CharField(help_text="The whole of it as readable lines (a tool call's arguments).")
 
 
 class CancelSerializer(serializers.Serializer):

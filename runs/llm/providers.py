@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 
 from django.conf import settings
 
+from runs.llm import simulated_outages
 from runs.llm.base import ModelProvider
 from runs.llm.scripted import MODEL_NAME as SCRIPTED_MODEL_NAME
 from runs.llm.scripted import ScriptedProvider
@@ -32,6 +34,11 @@ def model_name(plan: dict) -> str:
     if provider_name(plan) == "scripted":
         return SCRIPTED_MODEL_NAME
     return (plan.get("model") or {}).get("name") or settings.LUCIA_MODEL
+
+
+def provider_for_run(plan: dict, *, run_id: int, at: datetime) -> ModelProvider:
+    """The plan's provider as a run's episode at `at` meets it: failing inside an outage the simulator armed."""
+    return simulated_outages.wrap(provider_for(plan), run_id=run_id, at=at)
 
 
 def provider_for(plan: dict) -> ModelProvider:

@@ -26,6 +26,10 @@ The metadata it reads (all keys optional unless marked):
     scripted          the plan's model.scripted hints ({messages, tasks, intents})
     agent, org, run   {name}, {name}, {goal}; inputs: {key: value}   (template placeholders)
     human_answers     [str, ...] answers humans recorded for this run, oldest first
+    acknowledge       every_reply | on_completion | never: which replies may get a message that asks nothing
+    promise           {contact_role, task_key, due, what, broken_now, broken_count, check_at?}: the promise found
+                      broken in this episode, else the contact's latest active one (runs.promises); null: none
+    earlier_replies   [{seq, contact_role, text, attachments: n}] the contacts' earlier replies (inbound episodes)
 
 The tool calls it makes, with the argument names of the plan's tool schemas
 (agents/config/tool_schemas.py):
@@ -37,6 +41,8 @@ The tool calls it makes, with the argument names of the plan's tool schemas
     mark_task_done    {task_key, evidence_ref}   (event.ref, else the attachments' names; the runtime checks
                                                   done_when on the evidence, not this claim)
     ask_human         {question, options}
+    record_promise    {task_key, due: YYYY-MM-DD in the contact's calendar, what, quote}
+    record_absence    {to_role, until: YYYY-MM-DD or ISO datetime, reason}
     schedule_followup {in_s, reason} or {at: ISO datetime, 09:00 in the contact's zone, reason}
 
 A tool result the loop appends (role "tool", content JSON) counts as a failure
@@ -69,6 +75,8 @@ class ScriptedProvider:
         step = len(history)
         failed = next((done for done in history if not done.ok and done.name in SEND_TOOLS.values()), None)
         raw = {"scripted": {"rule": rule, "step": step, "planned": [action.tool for action in actions]}}
+        if (classified := scripted_rules.classification(facts)) is not None:
+            raw["scripted"]["classification"] = classified
         if failed is None and step < len(actions):
             action = actions[step]
             call_id = "call_" + hashlib.sha256(f"{request.request_hash()}:{step}".encode()).hexdigest()[:16]

@@ -8,20 +8,29 @@ an opt-out, a dispute or a prompt injection is never read as anything milder.
 
 from __future__ import annotations
 
-import calendar
 import functools
 import re
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, tzinfo
 
 from agents.config import patterns
+from runs.llm import dates
 
 # First match wins. "unclassified" is what is left: it goes to a human.
+# A legal threat comes before opt-out keywords: "stop harassing me or I will sue" is for a human, not a STOP.
 INTENT_ORDER = (
-    "opt_out", "dispute", "injection", "out_of_office", "wrong_person", "request_from_us",
-    "channel_request", "claim_done", "acknowledgement",
+    "legal_threat", "opt_out", "dispute", "injection", "out_of_office", "wrong_person", "request_from_us",
+    "channel_request", "promise", "claim_done", "status_update", "acknowledgement",
 )
+# Intents that hold only when the text also names a date (runs.llm.dates): "we will pay" alone is an
+# acknowledgement, "we will pay on the 15th" a promise.
+NEEDS_DATE = {"promise"}
 
 _BUILTIN: dict[str, tuple[str, ...]] = {
+    "legal_threat": (
+        r"sue", r"suing", r"lawsuits?", r"lawyers?", r"attorneys?", r"solicitors?", r"legal (action|proceedings)",
+        r"(see|take|taking) you (in|to) court", r"court", r"cease and desist", r"small claims",
+        r"report (you|this) to (the )?(police|authorities|regulator|ftc|cfpb|bbb|attorney general)",
+    ),
     "opt_out": (
         r"unsubscribe", r"opt[ -]out", r"stop (contacting|emailing|messaging|texting|calling|sending)",
         r"(do not|don't) (contact|email|text|call|message) (me|us)", r"remove (me|us) from", r"take (me|us) off",
@@ -29,7 +38,7 @@ _BUILTIN: dict[str, tuple[str, ...]] = {
     ),
     "dispute": (
         r"disputed?", r"disagree", r"(do not|don't|doesn't|does not|never) owe", r"never agreed", r"complain(t|ts)?",
-        r"lawyers?", r"attorneys?", r"legal action", r"sue", r"lawsuit", r"harass(ment|ing)?", r"report you",
+        r"harass(ment|ing)?", r"report you",
         r"scam", r"fraud", r"threat(en)?s?", r"unacceptable", r"how dare",
     ),
     "injection": (
@@ -49,6 +58,8 @@ _BUILTIN: dict[str, tuple[str, ...]] = {
         r"(please )?(contact|reach out to|write to|email) (him|her|them|my colleague)", r"forwarded",
         r"new (email|address|number|phone)", r"(email|address|number|phone) is now",
         r"(reach|contact|email|text) me at", r"from now on", r"going forward",
+        r"wrong (number|email|address|contact)", r"who is this", r"(don't|do not) know (who you are|what this is)",
+        r"never heard of",
     ),
     "request_from_us": (
         r"fees?", r"fax(ed)?", r"notari[sz]ed", r"wet signature",
@@ -60,10 +71,24 @@ _BUILTIN: dict[str, tuple[str, ...]] = {
         r"prefer (to be contacted )?(by |via |on )?(email|e-mail|text|sms|phone|a call|slack)",
         r"(instead|rather) (of|than) (email|e-mail|text|sms|calls?|slack)",
     ),
+    "promise": (
+        r"(will|'ll|shall|going to|plan to|planning to|expect to|intend to|should be able to|can|promise to) "
+        r"(be )?(pay|send|transfer|wire|remit|submit|sign|return|upload|mail|settle|process|deliver|get)",
+        r"(payment|transfer|check|cheque|wire|it|the (form|document|file|invoice)) "
+        r"(will|should|is going to|goes|is scheduled to) (go out|be sent|be paid|be made|be processed|arrive|"
+        r"be with you|reach you|be settled|be submitted)",
+        r"(payment|transfer|wire) (goes|is going|will go) out", r"(scheduled|set up) (the )?(payment|transfer)",
+    ),
     "claim_done": (
         r"already (sent|paid|submitted|uploaded|provided|emailed|did|done|returned|mailed)",
         r"(i|we)( have|'ve)? (sent|paid|submitted|mailed)", r"sent it", r"(it's|it is|that's) (done|been sent)",
         r"taken care of", r"was sent",
+    ),
+    "status_update": (
+        r"on track", r"on schedule", r"(ahead of|behind|according to) (schedule|plan)", r"as planned",
+        r"all (good|fine|well|set)", r"going (well|fine|smoothly|to plan)", r"progressing( well)?",
+        r"(making|made) (good |some |steady )?progress", r"nothing new", r"no (change|changes|news|issues)",
+        r"everything('s| is) (fine|good|going well|on track)", r"status update", r"here's (an|the|our) update",
     ),
     "acknowledgement": (
         r"(will|i'll|we'll|he'll|she'll|they'll) (send|do|get|look|check|have|forward|let you know|keep you posted)",
@@ -79,19 +104,37 @@ _OPT_OUT_WORDS = {"stop", "stopall", "stop all", "unsubscribe", "cancel", "end",
 # The lookbehind starts a match only where an address can start; without it a long run of letters costs n².
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PHONE = re.compile(r"\+?\d[\d ().-]{7,}\d")
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 
 
 def classify(text: str, *, extra: dict[str, list[str]] | None = None) -> str:
     """The reply's intent: one of INTENT_ORDER, or "unclassified"."""
+    return classify_with_rule(text, extra=extra)[0]
+
+
+def classify_with_rule(text: str, *, extra: dict[str, list[str]] | None = None) -> tuple[str, str]:
+    """(intent, the rule that fired): the words that matched, "sms_keyword" for a whole-message STOP, or
+    "no_rule" for "unclassified". Journaled with every classification the scripted model makes."""
     normal = normalize(patterns.bounded(text))
     if normal.strip(" .!") in _OPT_OUT_WORDS:
-        return "opt_out"
+        return "opt_out", "sms_keyword"
     extra_key = tuple(sorted((intent, tuple(phrases)) for intent, phrases in (extra or {}).items()))
     compiled = _patterns(extra_key)
     for intent in INTENT_ORDER:
-        if compiled[intent].search(normal):
-            return intent
-    return "unclassified"
+        match = compiled[intent].search(normal)
+        if match is None:
+            continue
+        if intent in NEEDS_DATE:
+            found = dates.find(normal, today=_ANY_DAY)
+            if found is None:
+                continue
+            return intent, f"{match.group(0)!r} + date {found.rule}: {found.phrase!r}"
+        return intent, repr(match.group(0))
+    return "unclassified", "no_rule"
+
+
+# Only whether a date is named matters to classify, not which one: any fixed day reads the same phrases.
+_ANY_DAY = date(2001, 1, 1)
 
 
 _CHANNEL_NAMES = {"text": "sms", "sms": "sms", "texting": "sms", "call": "voice", "phone": "voice", "ring": "voice",
@@ -171,81 +214,20 @@ def _attachment_fits(attachment: dict, done_when: dict) -> bool:
     return type_ok and (not pattern or bool(patterns.search(pattern, attachment.get("filename") or "")))
 
 
-# --- "out until the 14th", "call me in 3 days" ---------------------------------------------------
+# --- "out until the 14th", "call me in 3 days", "we will pay on the 15th" -----------------------------
 
-_WEEKDAYS = {name.lower(): index for index, name in enumerate(calendar.day_name)}
-_MONTHS = {name.lower(): index for index, name in enumerate(calendar.month_name) if name}
-_MONTHS.update({name.lower(): index for index, name in enumerate(calendar.month_abbr) if name})
-_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-            "ten": 10, "a": 1, "a couple of": 2, "a few": 3}
-_MONTH_NAMES = "|".join(sorted(_MONTHS, key=len, reverse=True))
-
-_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_MONTH_DAY = re.compile(rf"\b({_MONTH_NAMES})\.? (\d{{1,2}})(?:st|nd|rd|th)?\b(?:,? (\d{{4}}))?")
-_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH_NAMES})\b(?:,? (\d{{4}}))?")
-_WEEKDAY = re.compile(r"\b(?:until|till|on|after|back|returning|next) (" + "|".join(_WEEKDAYS) + r")\b")
-_DAY_OF_MONTH = re.compile(r"\b(?:until|till|on|after|back on|returning on) the (\d{1,2})(?:st|nd|rd|th)?\b")
-_RELATIVE = re.compile(
-    r"\bin (\d+|" + "|".join(sorted(_NUMBERS, key=len, reverse=True)) + r") (business days?|days?|weeks?)\b"
-)
+# Phrasings whose date is a distance from now ("in 3 days"): kept as a delay, so the time of day carries over.
+_RELATIVE_RULES = {"relative", "absence_length", "tomorrow"}
 
 
-def parse_availability(text: str, *, now: datetime | None) -> dict:
-    """When to contact again: {"at": "YYYY-MM-DD"}, {"delay_s": seconds}, or {} when the text names no time."""
-    normal = normalize(patterns.bounded(text))
-    today = now.date() if now else None
-    if today is not None and (resume := _absolute(normal, today)) is not None:
-        return {"at": resume.isoformat()}
-    relative = _RELATIVE.search(normal)
-    if relative:
-        count = int(relative.group(1)) if relative.group(1).isdigit() else _NUMBERS[relative.group(1)]
-        unit = relative.group(2)
-        if unit.startswith("business") and today is not None:
-            return {"at": _add_business_days(today, count).isoformat()}
-        days = count * 7 if unit.startswith("week") else count
-        return {"delay_s": days * 86_400}
-    if re.search(r"\btomorrow\b", normal):
-        return {"delay_s": 86_400}
-    if re.search(r"\bnext week\b", normal):
-        return {"delay_s": 7 * 86_400}
-    return {}
-
-
-def _absolute(text: str, today: date) -> date | None:
-    if match := _ISO.search(text):
-        return _safe_date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
-    for pattern, month_group, day_group in ((_MONTH_DAY, 1, 2), (_DAY_MONTH, 2, 1)):
-        if match := pattern.search(text):
-            month, day, year = _MONTHS[match.group(month_group)], int(match.group(day_group)), match.group(3)
-            found = _safe_date(int(year) if year else today.year, month, day)
-            if found and not year and found < today:
-                found = _safe_date(today.year + 1, month, day)
-            return found
-    if match := _WEEKDAY.search(text):
-        ahead = (_WEEKDAYS[match.group(1)] - today.weekday()) % 7 or 7
-        return today + timedelta(days=ahead)
-    if match := _DAY_OF_MONTH.search(text):
-        day = int(match.group(1))
-        year, month = (today.year, today.month) if day > today.day else _next_month(today)
-        return _safe_date(year, month, day)
-    return None
-
-
-def _next_month(today: date) -> tuple[int, int]:
-    return (today.year + 1, 1) if today.month == 12 else (today.year, today.month + 1)
-
-
-def _safe_date(year: int, month: int, day: int) -> date | None:
-    try:
-        return date(year, month, day)
-    except ValueError:
-        return None
-
-
-def _add_business_days(start: date, count: int) -> date:
-    current = start
-    while count > 0:
-        current += timedelta(days=1)
-        if current.weekday() < 5:
-            count -= 1
-    return current
+def parse_availability(text: str, *, now: datetime | None, tz: tzinfo | None = None) -> dict:
+    """When to contact again: {"at": "YYYY-MM-DD", "rule"}, {"delay_s": seconds, "rule"}, or {} when the text
+    names no time. Dates are read in `tz` (the contact's zone; else `now`'s own)."""
+    if now is None:
+        return {}
+    found = dates.find(patterns.bounded(text), today=now.astimezone(tz).date() if tz else now.date())
+    if found is None:
+        return {}
+    if found.rule in _RELATIVE_RULES and found.days_ahead:
+        return {"delay_s": found.days_ahead * 86_400, "rule": found.rule}
+    return {"at": found.day.isoformat(), "rule": found.rule}

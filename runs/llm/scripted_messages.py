@@ -36,6 +36,16 @@ GENERIC: dict[str, dict[str, str]] = {
         "body": "Hello {contact.name},\n\nThank you, we have received what we needed.\n\n{org.name}",
         "short": "Thank you, {contact.name}, we have received what we needed.",
     },
+    "claim": {
+        "body": "Hello {contact.name},\n\nThank you for letting us know. Nothing has reached us yet on our side: "
+                "could you send it again, please?\n\n{org.name}",
+        "short": "Thanks, {contact.name}. Nothing has reached us yet: could you send it again, please?",
+    },
+    "promise_check": {
+        "body": "Hello {contact.name},\n\nYou let us know to expect it on {promise.due}, and it has not reached us "
+                "yet. Did it go through?\n\nThank you,\n{org.name}",
+        "short": "Hello {contact.name}, we expected it on {promise.due} and have not seen it yet. Did it go through?",
+    },
 }
 # How a human's recorded answer is cited when the template does not place {human.answer} itself.
 HUMAN_ANSWER_LINE = "\n\nAn update from our side: {human.answer}"

@@ -9,42 +9,57 @@ comes after them).
 Replies (inbound, call reports), first match wins:
 
     intent             what the model does
+    legal_threat       ask_human                      (hard stop, before opt-out keywords: "stop ... or I will sue")
     opt_out            ask_human                      (hard stop: evidence is not even looked at)
     dispute            ask_human                      (disputes, complaints, threats)
     injection          ask_human                      (never obeyed: the text is only quoted to a human)
     evidence           mark_task_done per matching task, then reply: thanks when every required task is
                        done, else ack (inbound only; the runtime checks done_when, not this model)
-    out_of_office      schedule_followup at the parsed date / after the parsed delay (none parsed: nothing)
+    out_of_office      record_absence until the parsed date / after the parsed delay (schedule_followup when the
+                       agent lacks the tool; none parsed: nothing)
     wrong_person       ask_human                      (a new address is never contacted on a reply's say-so)
     request_from_us    ask_human                      (a fee, a form, a signature: chasing pauses)
     channel_request    reply ack on the channel asked for when the contact has an address there, else ask_human
-    claim_done         ask_human                      (a claim is not evidence: a human checks)
+    promise            record_promise with the date the text names (chasing pauses until it is checked)
+    claim_done         reply `claim` ("it has not arrived: could you send it again?"); ask_human when the
+                       sender already claimed it in an earlier reply, or the task needs a human's confirmation
+    status_update      as acknowledgement ("All on track.")
     acknowledgement    reply ack when the plan has an `ack` template, else nothing ("not yet", "will do")
     unclassified       ask_human
 
+Every answer to a reply that asks nothing (ack, thanks) follows the plan's
+`acknowledge` (metadata "acknowledge"; runs.acknowledgements enforces it too).
+
 Outreach (start, followup): one send per contact with open required tasks, on
 the policy's channel; moment first (step 0), followup, or final. A follow-up
-with step null is an answer deadline: nothing to send. Human answers: a
-yes/no or stop answer sends nothing; otherwise chase again on the follow-up
-moment, citing a free-text answer. API events: evidence marks only.
+with step null is an answer deadline: nothing to send. A follow-up that finds
+a promise broken (metadata "promise", broken_now) checks with `promise_check`
+("did it go through?"); a second broken promise on the task goes to a human.
+Human answers: a yes/no or stop answer sends nothing; otherwise chase again on
+the follow-up moment, citing a free-text answer. API events: evidence marks only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, time, tzinfo
+from datetime import date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
-from runs.llm import scripted_intents, scripted_messages
+from runs.llm import dates, scripted_intents, scripted_messages
 from runs.llm.scripted_facts import SEND_TOOLS, Done, Facts
 
 # schedule_followup's bound in the plan's tool schema (agents/config/tool_schemas.py).
 MAX_FOLLOWUP_S = 60 * 86400
-HARD_STOPS = ("opt_out", "dispute", "injection")
+HARD_STOPS = ("legal_threat", "opt_out", "dispute", "injection")
+REPLY_KINDS = ("inbound", "call_report", "event")
+# Broken promises on one task before the model hands the contact to a human (runs.promises says the same).
+BROKEN_PROMISES_BEFORE_HUMAN = 2
 
 # ask_human wording and the options offered, by reason.
 QUESTIONS: dict[str, tuple[str, list[str]]] = {
+    "legal_threat": ("threatens legal action; automated contact is stopped.",
+                     ["handle it myself", "stop contacting them"]),
     "opt_out": ("asked not to be contacted again.", ["stop contacting them", "continue"]),
     "dispute": ("disputes this or complains; automated contact is paused.", ["handle it myself", "continue"]),
     "injection": ("sent text that tries to instruct the agent; it was not followed.",
@@ -54,6 +69,8 @@ QUESTIONS: dict[str, tuple[str, list[str]]] = {
     "request_from_us": ("needs something from us (a fee, a form, a signature). Record what was done.", []),
     "channel_request": ("asks to be contacted on another channel.", ["switch channel", "keep the current channel"]),
     "unclassified": ("replied with something the agent cannot classify.", []),
+    "promise_broken": ("has not kept their promises on this task; automated chasing is paused.",
+                       ["handle it myself", "continue"]),
 }
 # Answers that settle something for the runtime (a confirmation, an uncertain send, a stop): nothing to send.
 _NO_SEND_ANSWERS = {"", "yes", "no", "y", "n", "confirmed", "approved", "stop", "cancel", "stop contacting them",
@@ -89,6 +106,13 @@ def _outreach(f: Facts, history: list[Done]) -> Plan:
     tasks = [chased] if chased and chased.get("status", "open") == "open" else _required(f.open_tasks())
     if not tasks:
         return "nothing_open", []
+    promise = f.meta.get("promise") or {}
+    if promise.get("broken_now") and f.kind == "followup":
+        if promise.get("broken_count", 0) >= BROKEN_PROMISES_BEFORE_HUMAN:
+            return "promise_broken_again", [_ask(f, "promise_broken", role=promise.get("contact_role"),
+                                                 quote=f"they promised {promise.get('what') or 'it'} "
+                                                       f"for {promise.get('due')}")]
+        moment = "promise_check"
     first_per_role: dict[str | None, dict] = {}
     for task in tasks:
         first_per_role.setdefault(task.get("contact_role"), task)
@@ -114,6 +138,14 @@ def _human_answer(f: Facts, history: list[Done]) -> Plan:
     return "answer_followup", [send] if send else []
 
 
+def classification(f: Facts) -> dict | None:
+    """The reply's intent and the rule that fired (journaled with the model call), or None for other events."""
+    if f.kind not in REPLY_KINDS:
+        return None
+    intent, rule = scripted_intents.classify_with_rule(f.text, extra=f.hints.get("intents"))
+    return {"intent": intent, "rule": rule}
+
+
 def _reply(f: Facts, history: list[Done]) -> Plan:
     sender = f.event.get("contact_role")
     intent = scripted_intents.classify(f.text, extra=f.hints.get("intents"))
@@ -136,10 +168,15 @@ def _ask_rule(f: Facts, intent: str, sender: str | None) -> list[Action]:
 
 
 def _out_of_office(f: Facts, intent: str, sender: str | None) -> list[Action]:
-    when = scripted_intents.parse_availability(f.text, now=f.now)
+    tz = _zone(f.contact(sender).get("timezone"), fallback=f.now)
+    when = scripted_intents.parse_availability(f.text, now=f.now, tz=tz)
     if not when:
         return []
     reason = f"{_who(f, sender)} is not available: {_quote(f)}"[:500]
+    if "record_absence" in f.tools and f.now is not None:
+        until = (f.now + timedelta(seconds=when["delay_s"])).isoformat() if "delay_s" in when else when["at"]
+        return [Action("record_absence", {"to_role": f.contact(sender).get("role", ""), "until": until,
+                                          "reason": reason})]
     if "delay_s" in when:
         return [Action("schedule_followup", {"in_s": min(max(when["delay_s"], 60), MAX_FOLLOWUP_S),
                                              "reason": reason})]
@@ -152,6 +189,11 @@ def _out_of_office(f: Facts, intent: str, sender: str | None) -> list[Action]:
 def _claim_done(f: Facts, intent: str, sender: str | None) -> list[Action]:
     task = next(iter(_required(f.open_tasks(role=sender))), {})
     done_when = task.get("done_when") or {}
+    if done_when.get("type") != "human_confirmation" and not _claimed_before(f, sender):
+        # "I already sent it" with nothing attached: ask for it again before troubling a human.
+        send = _send(f, task=task, moment="claim", preferred=f.event.get("channel"), role=sender) if task else None
+        if send is not None:
+            return [send]
     if done_when.get("type") == "human_confirmation":
         question, options = done_when.get("question") or f"Is {task.get('title')} done?", ["yes", "no"]
     else:
@@ -159,6 +201,30 @@ def _claim_done(f: Facts, intent: str, sender: str | None) -> list[Action]:
         options = ["it is done", "it is not done: keep chasing"]
     return [Action("ask_human", {"question": f"{_who(f, sender)} says it is done: {_quote(f)} {question}",
                                  "options": options})]
+
+
+def _claimed_before(f: Facts, sender: str | None) -> bool:
+    """Whether the sender already claimed it, with nothing attached, in an earlier reply of this run."""
+    extra = f.hints.get("intents")
+    return any(reply.get("contact_role") in (sender, "", None) and not reply.get("attachments")
+               and scripted_intents.classify(reply.get("text") or "", extra=extra) == "claim_done"
+               for reply in f.meta.get("earlier_replies") or [])
+
+
+def _promise(f: Facts, intent: str, sender: str | None) -> list[Action]:
+    task = next(iter(_required(f.open_tasks(role=sender))), None)
+    contact = f.contact(sender)
+    found = dates.find(f.text, today=_today(f, contact)) if f.now is not None else None
+    if task is None or found is None or "record_promise" not in f.tools:
+        return _acknowledgement(f, intent, sender)
+    what = f"{task.get('title') or task.get('key')}"
+    return [Action("record_promise", {"task_key": task["key"], "due": found.day.isoformat(), "what": what[:200],
+                                      "quote": _quote(f)[:500]})]
+
+
+def _today(f: Facts, contact: dict) -> date:
+    """Today where the contact lives: "the 15th" is their 15th."""
+    return f.now.astimezone(_zone(contact.get("timezone"), fallback=f.now)).date()
 
 
 def _channel_request(f: Facts, intent: str, sender: str | None) -> list[Action]:
@@ -185,7 +251,9 @@ _REPLY_RULES: dict[str, Callable[[Facts, str, str | None], list[Action]]] = {
     "wrong_person": _ask_rule,
     "request_from_us": _ask_rule,
     "channel_request": _channel_request,
+    "promise": _promise,
     "claim_done": _claim_done,
+    "status_update": _acknowledgement,
     "acknowledgement": _acknowledgement,
     "unclassified": _ask_rule,
 }
@@ -199,9 +267,10 @@ _PLANNERS: dict[str, Callable[[Facts, list[Done]], Plan]] = {
 }
 
 
-def _ask(f: Facts, reason: str) -> Action:
+def _ask(f: Facts, reason: str, *, role: str | None = None, quote: str | None = None) -> Action:
     why, options = QUESTIONS[reason]
-    question = f"{_who(f, f.event.get('contact_role'))} {why} Their message: {_quote(f)}"
+    who = _who(f, role or f.event.get("contact_role"))
+    question = f"{who} {why} Their message: {_quote(f)}" if quote is None else f"{who} {why} ({quote})"
     new = scripted_intents.new_addresses(f.text, known=f.known_addresses())
     if new:
         question += f" Details offered, not used until approved: {', '.join(new)}."
@@ -237,7 +306,14 @@ def _thanks_or_ack(f: Facts, history: list[Done], marks: list[Action], *, sender
         return []
     send = _send(f, task=task, moment="thanks" if all_done else "ack", preferred=channel or f.event.get("channel"),
                  role=sender, exclude=accepted)
-    return [send] if send else []
+    return [send] if send and _may_acknowledge(f, send, all_done=all_done) else []
+
+
+def _may_acknowledge(f: Facts, send: Action, *, all_done: bool) -> bool:
+    """The plan's `acknowledge` (runs.acknowledgements): a message that asks something always may go."""
+    mode = f.meta.get("acknowledge") or "every_reply"
+    text = " ".join(str(value) for value in send.arguments.values())
+    return mode == "every_reply" or "?" in text or (mode == "on_completion" and all_done)
 
 
 def _send(f: Facts, *, task: dict, moment: str, preferred: str | None, role: str | None = None,
@@ -269,6 +345,8 @@ def _values(f: Facts, *, contact: dict, task: dict, answer: str | None, exclude:
         "task.title": task.get("title") or task.get("key"), "tasks.open": ", ".join(open_titles) or task.get("title"),
         "attempt": (f.event.get("step") or 0) + 1, "human.answer": answer or last_answer,
     }
+    promise = f.meta.get("promise") or {}
+    values.update({"promise.due": promise.get("due"), "promise.what": promise.get("what")})
     values.update({f"inputs.{key}": value for key, value in (f.meta.get("inputs") or {}).items()})
     return values
 

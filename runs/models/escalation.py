@@ -61,6 +61,11 @@ class Escalation(models.Model):
     # agent's escalation_sla; null once both notices are queued, or never set (a simulated run's question).
     notify_at = models.DateTimeField(null=True, blank=True)
     notices_queued = models.PositiveSmallIntegerField(default=0)
+    # The support agent working on it (the review queue's claim); kept after it closes, as who handled it.
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    assigned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

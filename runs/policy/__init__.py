@@ -50,6 +50,14 @@ becomes due now). If the episode sent something, the pending step is re-armed
 from now, without counting an attempt (under on_reply=stop after a reply,
 nothing re-arms).
 
+Cadence. With a plan `cadence`, `plan_next` lays recurring check-ins over the
+ladder (runs.policy.cadence): one check-in per period at its slot, each one
+ladder step 0 again, a reply serving its period.
+
+Holidays. Public holidays of `followup.holidays` (runs.policy.public_holidays)
+are not business days: no window opens on them and business-day delays skip
+them.
+
 Time. Business days (Monday=0), business hours and quiet hours (may wrap
 midnight) are read in the zone from `resolve_timezone`. Every wake and
 deferral passes `next_allowed_instant`: a time outside the window moves to
@@ -77,8 +85,9 @@ episode's requested next contact (schedule_followup, out-of-office). A held
 send is not a next contact: it does not move the ladder (runs.decisions).
 """
 
+from runs.policy.cadence import plan_next
 from runs.policy.calendar import add_business_days
-from runs.policy.ladder import EVENTS, NextStep, cancels_pending_followup, initial_state, plan_next
+from runs.policy.ladder import EVENTS, NextStep, cancels_pending_followup, initial_state
 from runs.policy.window import (
     MAX_DEFER,
     check_send_window,

@@ -13,6 +13,7 @@ with another zone's, so instants are kept in UTC and only read locally.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -43,11 +44,14 @@ def add_days(at: datetime, days: int, *, tz: ZoneInfo) -> datetime:
     return localize(local.date() + timedelta(days=days), local.time(), tz=tz)
 
 
-def add_business_days(at: datetime, days: int, *, tz: ZoneInfo, business_days: list[int]) -> datetime:
+def add_business_days(
+    at: datetime, days: int, *, tz: ZoneInfo, business_days: list[int], closed: Callable[[date], bool] | None = None
+) -> datetime:
     """The `days`-th business day after `at`'s local date, at the same local wall time.
 
     Counting starts with the next day, so Friday 16:00 + 1 is Monday 16:00 and
-    Saturday 10:00 + 1 is Monday 10:00. Zero returns `at` unchanged.
+    Saturday 10:00 + 1 is Monday 10:00. Zero returns `at` unchanged. Days
+    `closed` says are closed (public holidays) do not count.
     """
     at = require_aware(at, name="at")
     if days < 0:
@@ -61,16 +65,19 @@ def add_business_days(at: datetime, days: int, *, tz: ZoneInfo, business_days: l
     day, left = local.date(), days
     while left:
         day += timedelta(days=1)
-        left -= day.weekday() in weekdays
+        left -= day.weekday() in weekdays and not (closed and closed(day))
     return localize(day, local.time(), tz=tz)
 
 
-def add_delay(at: datetime, *, seconds: int, business_days: int, tz: ZoneInfo, weekdays: list[int]) -> datetime:
+def add_delay(
+    at: datetime, *, seconds: int, business_days: int, tz: ZoneInfo, weekdays: list[int],
+    closed: Callable[[date], bool] | None = None,
+) -> datetime:
     """Business days first, then whole days of `seconds` by the wall clock, then the rest as elapsed time.
 
     So "3d" keeps the time of day across DST while "12h" is twelve real hours.
     """
-    moved = add_business_days(at, business_days, tz=tz, business_days=weekdays) if business_days else at
+    moved = add_business_days(at, business_days, tz=tz, business_days=weekdays, closed=closed) if business_days else at
     whole_days, rest = divmod(seconds, DAY_SECONDS)
     if whole_days:
         moved = add_days(moved, whole_days, tz=tz)

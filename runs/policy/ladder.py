@@ -227,12 +227,14 @@ def _final_deadline(ctx: _Context, *, base: datetime) -> datetime:
 
 
 def _after_delay(ctx: _Context, *, base: datetime, rung: dict) -> datetime:
+    hours = read_hours(ctx.plan, tz=ctx.tz)
     return add_delay(
         base,
         seconds=int(rung.get("delay_s") or 0),
         business_days=int(rung.get("delay_business_days") or 0),
         tz=ctx.tz,
-        weekdays=sorted(read_hours(ctx.plan).weekdays),
+        weekdays=sorted(hours.weekdays),
+        closed=hours.closed,
     )
 
 

@@ -3,7 +3,8 @@
 Pure functions over the history list. Entries are dicts with "kind":
 - "preference" {"channel"}: the latest one picks the ladder's channel;
 - "opt_out" {"channels"}: those channels are never used again ("opt_in" lifts them);
-- "absence" {"until"}: no outreach before that instant (ISO datetime);
+- "absence" {"until"}: no outreach before that instant (ISO datetime); "returned" ends earlier absences
+  (the contact wrote back before the date);
 - "address" {"channel", "old", "new"}: an address change (the old value is kept here).
 """
 
@@ -36,7 +37,9 @@ def absent_until(history: list[dict], *, now: datetime) -> datetime | None:
     """When the contact is back, if they are away at `now`; else None."""
     latest = None
     for entry in history or []:
-        if entry.get("kind") == "absence" and entry.get("until"):
+        if entry.get("kind") == "returned":
+            latest = None
+        elif entry.get("kind") == "absence" and entry.get("until"):
             until = datetime.fromisoformat(entry["until"])
             if until > now and (latest is None or until > latest):
                 latest = until

@@ -10,10 +10,12 @@ stays open until its end instant.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from runs.policy import public_holidays
 from runs.policy.calendar import localize, require_aware
 
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -22,8 +24,9 @@ DEFAULT_HOURS = ("09:00", "17:00")
 MAX_DEFER = timedelta(days=60)
 # Spreads wakes moved to a window opening over five minutes: thousands of runs must not fire in one second.
 OFFSET_SPREAD_S = 300
-# Every weekday recurs within a week; day 0 may already be past its windows, hence eight.
-LOOKAHEAD_DAYS = 8
+# Every weekday recurs within a week (day 0 may already be past its windows, hence eight), plus room for
+# a run of public holidays around a weekend (Christmas to New Year, Golden Week).
+LOOKAHEAD_DAYS = 8 + 21
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,11 @@ class Hours:
     open: int
     close: int
     quiet: tuple[tuple[int, int], ...]
+    # A public holiday of the plan's calendars (runs.policy.public_holidays); None when it names none.
+    closed: Callable[[date], bool] | None = None
+
+    def is_business_day(self, day: date) -> bool:
+        return day.weekday() in self.weekdays and not (self.closed and self.closed(day))
 
 
 def resolve_timezone(plan: dict, *, contact_tz: str, org_tz: str) -> ZoneInfo:
@@ -64,7 +72,7 @@ def run_offset(run_id: int | str) -> timedelta:
 def next_allowed_instant(plan: dict, *, at: datetime, tz: ZoneInfo, run_id: int) -> datetime:
     """`at` (in UTC) when sending is allowed then; else the next window's opening plus the run's offset."""
     at = require_aware(at, name="at")
-    hours = read_hours(plan)
+    hours = read_hours(plan, tz=tz)
     first_day = at.astimezone(tz).date()
     for days in range(LOOKAHEAD_DAYS):
         day = first_day + timedelta(days=days)
@@ -92,7 +100,8 @@ def clamp_defer(plan: dict, *, requested: datetime, now: datetime, tz: ZoneInfo,
     return next_allowed_instant(plan, at=bounded, tz=tz, run_id=run_id)
 
 
-def read_hours(plan: dict) -> Hours:
+def read_hours(plan: dict, *, tz: ZoneInfo | None = None) -> Hours:
+    """The plan's send rules; public holidays only with `tz` (the zone that says whose holidays they are)."""
     followup = plan.get("followup") or {}
     hours = followup.get("business_hours") or {}
     quiet = (plan.get("compliance") or {}).get("quiet_hours")
@@ -101,11 +110,12 @@ def read_hours(plan: dict) -> Hours:
         open=_minutes(hours.get("start") or DEFAULT_HOURS[0]),
         close=_minutes(hours.get("end") or DEFAULT_HOURS[1]),
         quiet=_quiet_spans(quiet),
+        closed=public_holidays.closed_days(plan, zone_name=tz.key) if tz is not None else None,
     )
 
 
 def _windows(hours: Hours, day: date, *, tz: ZoneInfo) -> list[tuple[datetime, datetime]]:
-    if day.weekday() not in hours.weekdays:
+    if not hours.is_business_day(day):
         return []
     spans = [(hours.open, hours.close)]
     for quiet in hours.quiet:

@@ -12,6 +12,7 @@ from agents import config
 from tests.agents.test_config_validation import minimal
 
 PLAN_KEYS = {
+    "cadence",
     "schema",
     "slug",
     "name",
@@ -24,6 +25,7 @@ PLAN_KEYS = {
     "followup",
     "compliance",
     "approvals",
+    "acknowledge",
     "tools",
     "model",
     "evals",
@@ -80,7 +82,21 @@ def test_followup_defaults_are_filled_in():
         "on_reply": "pause",
         "reply_grace_s": 172800,
         "escalation_sla_s": 4 * 3600,
+        "promise_grace": {"delay_s": 0, "delay_business_days": 2},
     }
+
+
+def test_acknowledge_defaults_to_on_completion_and_compiles_as_written():
+    assert compile_data(minimal())["acknowledge"] == "on_completion"
+    data = minimal()
+    data["acknowledge"] = "never"
+    assert compile_data(data)["acknowledge"] == "never"
+
+
+def test_promise_grace_compiles_to_seconds_or_business_days():
+    data = minimal()
+    data["followup"]["promise_grace"] = "3d"
+    assert compile_data(data)["followup"]["promise_grace"] == {"delay_s": 3 * 86400, "delay_business_days": 0}
 
 
 def test_fixed_timezone_and_weekdays_are_normalized():
@@ -124,7 +140,8 @@ def test_tools_are_the_listed_ones_in_canonical_order_with_precise_schemas():
 def test_default_tools_follow_the_capabilities():
     names = [tool["name"] for tool in compile_data(minimal())["tools"]]
 
-    assert names == ["send_email", "send_sms", "ask_human", "mark_task_done", "schedule_followup", "note", "finish"]
+    assert names == ["send_email", "send_sms", "ask_human", "mark_task_done", "schedule_followup", "record_promise",
+                     "record_absence", "note", "finish"]
 
 
 def test_send_tool_roles_are_only_contacts_reachable_on_its_channel():
@@ -153,7 +170,8 @@ def test_scripted_intents_extend_the_builtin_phrases():
     intents = compile_data(data)["model"]["scripted"]["intents"]
 
     assert "leave me alone" in intents["opt_out"] and "unsubscribe" in intents["opt_out"]
-    assert set(intents) == {"out_of_office", "opt_out", "dispute", "claim_done", "wrong_person", "channel_request"}
+    assert set(intents) == {"out_of_office", "opt_out", "dispute", "claim_done", "wrong_person", "channel_request",
+                            "legal_threat", "promise", "status_update", "acknowledgement"}
 
 
 def test_sends_attachment_compiles_to_replies_after():
@@ -170,6 +188,8 @@ def test_sends_attachment_compiles_to_replies_after():
         "business_days": None,
         "text": "",
         "attachment": {"filename": "w9.pdf", "content_type": "application/pdf", "text": ""},
+        "via": "direct",
+        "relative_to": "first",
     }
 
 
@@ -228,3 +248,14 @@ def test_approvals_default_to_none_and_compile_per_channel_in_canonical_order():
                                                "channels": {"email": "none", "sms": "all"}}
     data["approvals"] = "all"
     assert compile_data(data)["approvals"] == {"outbound": "all", "channels": {}}
+
+
+def test_promise_and_absence_tools_name_the_agents_own_tasks_and_roles():
+    tools = {tool["name"]: tool["parameters"] for tool in compile_data(minimal())["tools"]}
+
+    promise, absence = tools["record_promise"], tools["record_absence"]
+    assert promise["properties"]["task_key"]["enum"] == [t["key"] for t in minimal()["tasks"]]
+    assert promise["properties"]["due"]["format"] == "date"
+    assert set(promise["required"]) == {"task_key", "due", "what", "quote"}
+    assert absence["properties"]["to_role"]["enum"] == [c["role"] for c in minimal()["contacts"]]
+    assert set(absence["required"]) == {"to_role", "until", "reason"}

@@ -516,3 +516,64 @@ def test_a_bad_approvals_setting_names_the_path_and_the_fix(approvals, path, hin
 
     assert error.path == path
     assert hint in error.hint
+
+
+def test_cadence_and_holidays_compile_to_the_plan():
+    data = minimal()
+    data["followup"]["holidays"] = ["contact", "DE"]
+    data["cadence"] = {"every": "1w", "on": "mon", "at": "10:00", "until": "8w"}
+    result = validate(data)
+    assert result.ok, result.as_dict()
+    plan = config.compile_config(result.config)
+    assert plan["followup"]["holidays"] == ["DE", "contact"]
+    assert plan["cadence"] == {"every_s": 7 * 86400, "on": 0, "at": "10:00", "until_date": None,
+                               "until_s": 8 * 7 * 86400, "escalate_after": 3}
+    assert config.compile_config(validate(minimal()).config)["cadence"] is None
+
+
+@pytest.mark.parametrize(("cadence", "path", "hint"), [
+    ({"every": "10d", "on": "mon"}, "cadence", "use every: 1w"),
+    ({"every": "12h"}, "cadence.every", "at most once a day"),
+    ({"every": "1w", "until": "soon"}, "cadence.until", "2030-06-30"),
+    ({"every": "1w", "on": "monday"}, "cadence.on", "mon"),
+    ({"every": "1w", "at": "07:30"}, "cadence.at", 'at: "09:00"'),
+])
+def test_cadence_errors_name_their_path_and_how_to_fix_them(cadence, path, hint):
+    data = minimal()
+    data["cadence"] = cadence
+    errors = validate(data).errors
+    assert any(e.path == path and hint in (e.hint + e.message) for e in errors), [str(e) for e in errors]
+
+
+def test_an_unknown_holiday_calendar_is_refused_with_a_suggestion():
+    data = minimal()
+    data["followup"]["holidays"] = ["GB", "XQ"]
+    errors = validate(data).errors
+    assert [e.path for e in errors] == ["followup.holidays"]
+    assert "'XQ'" in errors[0].message and "contact" in errors[0].hint
+
+
+@pytest.mark.parametrize(("field", "value", "path", "hint"), [
+    ("acknowledge", "sometimes", "acknowledge", "every_reply, on_completion, never"),
+    ("promise_grace", "45d", "followup.promise_grace", "promise_grace: 2bd"),
+    ("promise_grace", "25bd", "followup.promise_grace", "promise_grace: 2bd"),
+    ("promise_grace", "soon", "followup.promise_grace", "2bd"),
+])
+def test_a_bad_acknowledge_or_promise_grace_names_the_path_and_the_fix(field, value, path, hint):
+    data = minimal()
+    if field == "acknowledge":
+        data["acknowledge"] = value
+    else:
+        data["followup"]["promise_grace"] = value
+
+    error = only_error(validate(data))
+
+    assert error.path == path
+    assert hint in error.hint
+
+
+def test_promise_grace_accepts_business_and_calendar_days():
+    for value in ("2bd", "3d", "0m"):
+        data = minimal()
+        data["followup"]["promise_grace"] = value
+        assert validate(data).ok, value

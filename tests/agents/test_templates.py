@@ -106,15 +106,18 @@ def test_collector_golden_attachments_satisfy_the_w9_check():
         assert re.search(check["filename_pattern"], attachment["filename"])
 
 
-def test_invoice_golden_replies_carry_a_date_only_when_the_case_expects_one():
+def test_invoice_golden_cases_complete_only_on_a_remittance_never_on_a_promised_date():
     plan = plan_of("invoice-chaser")
-    pattern = plan["tasks"][0]["done_when"]["pattern"]
+    [task] = [t for t in plan["tasks"] if t["required"]]
+    check = task["done_when"]
+    assert check["type"] == "attachment_received"  # a promise is tracked, not evidence
 
     for case in plan["evals"]:
-        texts = [t.get("text") or t.get("transcript") or "" for t in _traits(case)]
-        has_date = any(re.search(pattern, text) for text in texts)
+        files = [t["attachment"] for t in _traits(case) if t.get("attachment")]
+        sends_proof = any(f["content_type"] in check["content_types"]
+                          and re.search(check["filename_pattern"], f["filename"]) for f in files)
         expects_done = case["expect"]["tasks_done"] is True or case["expect"]["tasks_done_by_day"] is not None
-        assert has_date == expects_done, case["name"]
+        assert sends_proof == expects_done, case["name"]
 
 
 def test_weekly_checkin_pattern_tells_live_from_not_yet():

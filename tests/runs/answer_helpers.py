@@ -33,7 +33,10 @@ class World:
 def make_world() -> World:
     twilio, mailgun = s.start_twilio(), s.start_mailgun()
     # No per-contact caps: the counts below are the sends the answers cause, nothing held back.
-    run = s.real_run(s.open_plan(per_contact_caps={}))
+    plan = s.open_plan(per_contact_caps={})
+    # Every reply may be answered: the replies below stand for any message the agent would send.
+    plan["acknowledge"] = "every_reply"
+    run = s.real_run(plan)
     s.sms_identity(run.organization, twilio)
     s.email_identity(run.organization, mailgun)
     return World(run=run, twilio=twilio, mailgun=mailgun)

@@ -53,11 +53,17 @@ def test_an_escalation_is_answered_from_its_admin_page(staff_client):
     assert Episode.objects.filter(run=run, kind="human_answer").count() == 1
 
 
-def test_cancel_action_cancels_open_runs(staff_client):
+def test_cancel_action_asks_for_a_reason_then_cancels_open_runs(staff_client):
     run = _run()
-    response = staff_client.post("/admin/runs/run/", {"action": "cancel_runs", "_selected_action": [run.pk]})
+    asked = staff_client.post("/admin/runs/run/", {"action": "cancel_runs", "_selected_action": [run.pk]})
+    assert asked.status_code == 200 and b'id="confirm-cancel"' in asked.content
+    assert Run.objects.get(pk=run.pk).status == "active"
+
+    response = staff_client.post("/admin/runs/run/", {"action": "cancel_runs", "_selected_action": [run.pk],
+                                                      "confirmed": "yes", "reason": "duplicate of run 7"})
     assert response.status_code == 302
-    assert Run.objects.get(pk=run.pk).status == "cancelled"
+    cancelled = Run.objects.get(pk=run.pk)
+    assert (cancelled.status, cancelled.outcome) == ("cancelled", "duplicate of run 7")
 
 
 def test_a_provider_outage_shows_once_in_the_escalation_inbox_with_its_channel(staff_client):

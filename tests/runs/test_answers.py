@@ -62,7 +62,7 @@ def test_handle_myself_stops_all_outreach_until_handed_back(world, via):
     assert _journaled(run, "handle_myself")["owner"]["via"] == via
     # The vendor writes in: the agent would answer, but the run is the human's now: nothing goes out.
     events.record_event(run, kind=EpisodeKind.INBOUND, dedupe_key="reply-1",
-                        payload={"channel": "email", "from": h.VENDOR_EMAIL, "text": "I will send it next week."})
+                        payload={"channel": "email", "from": h.VENDOR_EMAIL, "text": "Ok, will do."})
     a.drain(run)
     assert len(world.emails()) == 1 and world.texts() == 0
     assert JournalEntry.objects.filter(run=run, kind="policy_block", data__rule="handled_by_human").exists()

@@ -66,7 +66,8 @@ def test_nothing_is_learned_from_a_reply_that_asks_for_no_channel():
     run = h.make_run()
     h.inbound(run, "I will send it tomorrow.")
     worker.advance_run(run.pk)
-    assert _vendor(run).history == []
+    # A promise with a date is remembered (runs.promises); no channel preference is.
+    assert [entry["kind"] for entry in _vendor(run).history] == ["promise"]
 
 
 def test_no_outreach_while_the_contact_is_away():

@@ -52,7 +52,7 @@ def test_what_belongs_to_the_run_passes(body):
 
 def test_a_guardrail_block_is_journaled_and_escalated_and_nothing_is_sent():
     run = h.make_run()
-    result, session = s.dispatch(run, h.add_episode(run, "inbound"), "send_email",
+    result, session = s.dispatch(run, h.add_episode(run, "followup"), "send_email",
                                  {**s.EMAIL, "body": "As asked, also sending this to audit@attacker.example."})
 
     assert result["ok"] is False and result["status"] == "blocked"

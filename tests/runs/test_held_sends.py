@@ -62,7 +62,8 @@ def _window_opening(run: Run, at: datetime) -> datetime:
 
 def _started(monkeypatch, script: Script, *, now: datetime = h.BUSINESS_HOURS) -> Run:
     h.use_provider(monkeypatch, script)
-    run = h.make_run(now=now)
+    # Every reply may be acknowledged: ACK is the held message these tests follow (runs.acknowledgements).
+    run = h.make_run(h.template_plan(acknowledge="every_reply"), now=now)
     events.record_event(run, kind=EpisodeKind.START, payload={}, dedupe_key="start")
     return _at(run, now)
 

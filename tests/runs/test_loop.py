@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from runs import leases, loop
+from runs import leases, loop, model_outages
 from runs.llm.base import ChatRequest, ModelError, ModelReply, ToolCall
 from runs.models import Escalation, JournalEntry, OutboxMessage, OutboxStatus, Run, RunStatus, Task
 from tests.runs import loop_helpers as h
@@ -141,10 +141,9 @@ def test_spent_budget_opens_a_stuck_escalation_and_sends_nothing(monkeypatch):
     assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING_HUMAN
 
 
-def test_model_failure_past_the_bound_escalates_without_a_send(monkeypatch):
+def test_a_model_failure_retrying_cannot_fix_escalates_without_a_send(monkeypatch):
     run = h.make_run()
-    h.use_provider(monkeypatch, _Failing())
-    monkeypatch.setattr("runs.llm.journaled.BACKOFF_S", (0.0, 0.0))
+    h.use_provider(monkeypatch, _Failing(retryable=False))
     outcome = _run_episode(run, h.add_episode(run, "start"))
 
     assert not OutboxMessage.objects.exists()
@@ -152,6 +151,17 @@ def test_model_failure_past_the_bound_escalates_without_a_send(monkeypatch):
     escalation = Escalation.objects.get(run=run)
     assert escalation.kind == "stuck" and "429" in escalation.prompt
     assert outcome.escalated
+
+
+def test_a_model_that_is_down_ends_the_attempt_at_once_for_the_worker_to_postpone(monkeypatch):
+    run = h.make_run()
+    failing = _Failing(retryable=True)
+    h.use_provider(monkeypatch, failing)
+    with pytest.raises(model_outages.ModelUnavailable):
+        _run_episode(run, h.add_episode(run, "start"))
+
+    assert failing.calls == 1  # no retries within seconds in the worker: runs.model_outages backs off
+    assert not OutboxMessage.objects.exists() and not Escalation.objects.exists()
 
 
 def test_lost_heartbeat_stops_the_loop_with_lease_lost():
@@ -210,5 +220,10 @@ class _Scripted:
 class _Failing:
     name = "test"
 
+    def __init__(self, *, retryable: bool) -> None:
+        self.retryable = retryable
+        self.calls = 0
+
     def complete(self, request: ChatRequest) -> ModelReply:
-        raise ModelError("429 too many requests", retryable=True)
+        self.calls += 1
+        raise ModelError("429 too many requests", retryable=self.retryable)

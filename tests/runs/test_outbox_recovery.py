@@ -101,6 +101,10 @@ def test_a_failed_lookup_makes_the_row_uncertain_and_asks_a_human_without_sendin
     assert OutboxMessage.objects.get(pk=row.pk).status == OutboxStatus.UNCERTAIN
     escalation = Escalation.objects.get(run=run)
     assert escalation.kind == EscalationKind.UNCERTAIN_SEND and escalation.outbox_message_id == row.pk
+    # What the lookup said is kept for the person who decides (the review queue shows it).
+    lookup = escalation.context["provider_lookup"]
+    assert lookup["said"].startswith("the provider could not be asked (1 lookup(s) failed")
+    assert (lookup["found"], lookup["transient"], lookup["lookups"]) == (None, True, 1)
     assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING_HUMAN
     assert s.creates(twilio) == 0
 

@@ -40,3 +40,19 @@ def test_approve_and_reject_actions_decide_proposed_cases(staff_client):
     assert EvalCase.objects.get(pk=second.pk).status == EvalCaseStatus.REJECTED
     assert staff_client.get(reverse("admin:simulator_evalcase_change", args=[first.pk])).status_code == 200
     assert staff_client.get(reverse("admin:simulator_simulation_changelist")).status_code == 200
+
+
+def test_scorecard_pages_show_only_the_users_organizations(client):
+    from tests.agents.builder_helpers import BUILDER_PERMISSIONS, staff_user
+    from tests.factories import AgentFactory, OrganizationFactory
+
+    mine, theirs = OrganizationFactory(slug="acme"), OrganizationFactory(slug="globex")
+    client.force_login(staff_user("bea", permissions=BUILDER_PERMISSIONS, organizations=[mine]))
+    own = scorecard_for(draft_version(AgentFactory(organization=mine, slug="own-agent")))
+    other = scorecard_for(draft_version(AgentFactory(organization=theirs, slug="their-agent")))
+
+    listing = client.get(reverse("admin:simulator_scorecard_changelist")).content.decode()
+
+    assert "own-agent" in listing and "their-agent" not in listing
+    assert client.get(reverse("admin:simulator_scorecard_change", args=[own.pk])).status_code == 200
+    assert client.get(reverse("admin:simulator_scorecard_change", args=[other.pk])).status_code in (302, 404)

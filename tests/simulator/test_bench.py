@@ -4,8 +4,8 @@ import pytest
 from django.db import connection
 
 from runs import dispatch, queue
-from runs.models import Episode, JournalEntry, Run
-from simulator import bench, bench_sql
+from runs.models import Run
+from simulator import bench, bench_cycle, bench_sql
 from tests.factories import OrganizationFactory, plan_version
 
 pytestmark = pytest.mark.django_db
@@ -16,17 +16,21 @@ def ids() -> dict:
     return {"organization_id": OrganizationFactory().pk, "version_id": plan_version().pk}
 
 
-def test_raw_cycle_claims_journals_closes_and_releases(ids):
-    [run_id] = bench_sql.insert_runs_with_due_episodes(**ids, count=1)
+@pytest.mark.django_db(transaction=True)
+def test_raw_cycle_runs_each_due_episode_once_in_two_processes():
+    bench_cycle.create_schema(runs=200)
 
-    assert bench_sql.raw_cycle(run_id) == 1
-    assert bench_sql.raw_cycle(run_id) == 0  # nothing left due
+    rate = bench_cycle.throughput(2, seconds=0.3)
 
-    episode = Episode.objects.get(run_id=run_id)
-    assert (episode.status, episode.attempts) == ("done", 1)
-    assert list(JournalEntry.objects.filter(run_id=run_id).values_list("seq", "episode_id")) == [(1, episode.pk)]
-    run = Run.objects.get(pk=run_id)
-    assert (run.lease_owner, run.lease_epoch) == (None, 2)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), count(DISTINCT episode_id) FROM bench_cycle_journal")
+        journaled, distinct = cursor.fetchone()
+        cursor.execute("SELECT count(*) FROM bench_cycle_episodes WHERE status = 'due'")
+        still_due = cursor.fetchone()[0]
+        cursor.execute("DROP TABLE bench_cycle_journal, bench_cycle_episodes, bench_cycle_runs")
+    assert rate > 0 and journaled > 0
+    assert journaled == distinct  # no episode ran twice
+    assert still_due == 20  # each closed episode scheduled the next one: 1 % of 10 per run stays due
 
 
 def test_dispatch_rows_are_due_or_sleeping_as_asked(ids):
@@ -69,3 +73,36 @@ def test_the_due_lag_drain_runs_each_queued_advance_task_like_a_worker(monkeypat
     assert bench_lag.drain_queue() == 3
     assert ran == [run.pk for run in runs]
     assert not OrmQ.objects.exists()
+
+
+def test_burst_copies_a_sleeping_run_with_contacts_of_their_own_and_makes_them_due(ids):
+    from runs.models import Contact, Episode, Task
+    from simulator import bench_burst
+    from tests.factories import ContactFactory, EpisodeFactory, RunFactory, TaskFactory
+
+    template = RunFactory(status="waiting")
+    ContactFactory(run=template, email="vendor@example.com", phone="+15550001111")
+    TaskFactory(run=template)
+    EpisodeFactory(run=template, kind="followup", status="queued")
+    EpisodeFactory(run=template, kind="start", status="done", seq=0, dedupe_key="start")
+
+    copies = bench_burst.clone_runs(template.pk, count=3)
+    due_at = bench_burst.make_due(copies)
+
+    assert len(set(copies)) == 3 and template.pk not in copies
+    emails = set(Contact.objects.filter(run_id__in=copies).values_list("email", flat=True))
+    assert len(emails) == 3 and "vendor@example.com" not in emails
+    assert Task.objects.filter(run_id__in=copies).count() == 3
+    queued = Episode.objects.filter(run_id__in=copies)
+    assert [e.kind for e in queued] == ["followup"] * 3 and all(e.due_at == due_at for e in queued)
+
+
+def test_a_working_zone_is_a_weekday_afternoon_or_morning_there():
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from simulator import bench_burst
+
+    now = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)  # a Wednesday
+    local = now.astimezone(ZoneInfo(bench_burst.working_zone(now)))
+    assert local.weekday() < 5 and 10 <= local.hour < 16

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 METRIC_KEYS = {"days_to_done", "messages", "messages_by_channel", "escalations", "escalation_kinds", "tokens",
                "cost_usd", "episodes", "final_status", "policy_violations", "quiet_hour_sends", "duplicate_sends",
-               "approvals"}
+               "approvals", "human_answers", "redeliveries"}
 
 
 def golden(template: str, name: str) -> tuple:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import random
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from agents import versions
-from connectors.models import Attachment, Suppression
-from runs.models import Episode, EpisodeKind, Escalation, OutboxMessage, OutboxStatus, Run, Task
+from connectors.models import Attachment, InboundMessage, Suppression
+from runs.models import Contact, Episode, EpisodeKind, Escalation, OutboxMessage, OutboxStatus, Run, Task
 from simulator import documents, engine, personas, sim_org
 from tests.factories import AgentFactory
 from tests.fakes.openai_server import FakeOpenAIServer, completion
@@ -97,7 +98,8 @@ def test_attachment_is_stored_as_real_pdf_bytes_with_matching_size_and_hash():
                       case("pdf", {"type": "replies_after", "days": 1, "text": "Here.", "attachment": PDF}))
 
     described = Episode.objects.get(run_id=result.run_id, kind=EpisodeKind.INBOUND).payload["attachments"][0]
-    stored = Attachment.objects.get(pk=described["attachment_id"], run_id=result.run_id)
+    # The file came with the inbound message, as an email's does, and follows it to its run.
+    stored = Attachment.objects.get(pk=described["attachment_id"], inbound_message__matched_run_id=result.run_id)
     data = bytes(stored.content)
     assert data.startswith(b"%PDF-1.4") and data.rstrip().endswith(b"%%EOF")
     assert (stored.sniffed_type, stored.size, described["size"]) == ("application/pdf", len(data), len(data))
@@ -181,7 +183,10 @@ def test_answers_call_reports_the_transcript_as_a_call_report():
     call = OutboxMessage.objects.get(run_id=result.run_id, channel="voice")
     assert report.payload["transcript"] == transcript and report.payload["channel"] == "voice"
     assert call.sent_at < report.due_at < call.sent_at + timedelta(minutes=10)
-    assert Task.objects.get(run_id=result.run_id, key="payment_date").status == "done"
+    # A date on the phone is a promise to hold them to, not the payment.
+    promise = Contact.objects.get(run_id=result.run_id, role="payer").history[0]
+    assert (promise["kind"], promise["due"]) == ("promise", "2030-02-01")
+    assert Task.objects.get(run_id=result.run_id, key="remittance").status == "open"
 
 
 def test_asks_for_channel_is_answered_on_that_channel():
@@ -191,7 +196,9 @@ def test_asks_for_channel_is_answered_on_that_channel():
 
     ask = Episode.objects.get(run_id=result.run_id, kind=EpisodeKind.INBOUND)
     assert ask.payload["channel"] == "slack" and "email me" in ask.payload["text"].lower()
-    assert OutboxMessage.objects.filter(run_id=result.run_id, episode=ask, channel="email").exists()
+    # acknowledge: on_completion, so no "sure" goes back; the next check-in is by email.
+    assert not OutboxMessage.objects.filter(run_id=result.run_id, episode=ask).exists()
+    assert OutboxMessage.objects.filter(run_id=result.run_id, episode__seq__gt=ask.seq, channel="email").exists()
 
 
 def test_language_trait_writes_its_text_and_tags_the_reply():
@@ -199,7 +206,8 @@ def test_language_trait_writes_its_text_and_tags_the_reply():
                       case("fr", {"type": "language", "code": "fr", "text": "Je vous l'envoie demain."}))
 
     reply = Episode.objects.get(run_id=result.run_id, kind=EpisodeKind.INBOUND)
-    assert reply.payload["language"] == "fr" and reply.payload["text"] == "Je vous l'envoie demain."
+    assert reply.payload["text"] == "Je vous l'envoie demain."
+    assert InboundMessage.objects.get(pk=reply.payload["inbound_message_id"]).raw["language"] == "fr"
 
 
 def test_silent_persona_never_answers():
@@ -262,3 +270,57 @@ def test_generated_pdf_has_a_correct_cross_reference_table():
     assert [data[offset:].split(b" ", 1)[0] for offset in offsets] == [b"1", b"2", b"3", b"4", b"5"]
     assert all(data[offset:].split(b"\n", 1)[0].endswith(b" 0 obj") for offset in offsets)
     assert b"(Name: Dana \\(Whitfield\\)) '" in data
+
+
+def _cast(*traits: dict, role: str = "payer") -> personas.Cast:
+    return personas.cast_for({}, case("unit", *traits, role=role), start=START, rng=random.Random(0),
+                             token="eeee0005", default_tz="UTC")
+
+
+def _chase(cast: personas.Cast, *, id: int, at, channel: str = "email") -> None:
+    address = {"email": "payer.eeee0005@sim.lucia.test", "voice": cast.contacts()[0]["phone"]}[channel]
+    cast.hear([{"id": id, "channel": channel, "tool": "send_email" if channel == "email" else "place_call",
+                "recipient": address, "sent_at": at, "payload": {"subject": "Invoice", "body": "Please pay."},
+                "episode__kind": "followup", "idem_key": f"{id:064x}"}])
+
+
+START = datetime(2029, 12, 31, 9, 0, tzinfo=UTC)
+
+
+def test_a_reply_timed_from_the_latest_outreach_moves_with_each_reminder_and_comes_once():
+    cast = _cast({"type": "replies_after", "days": 2, "text": "Paying Friday.", "relative_to": "latest"})
+    _chase(cast, id=1, at=START)
+    _chase(cast, id=2, at=START + timedelta(days=1))
+
+    [reply] = cast.pop_due(START + timedelta(days=10))
+    assert reply.at == START + timedelta(days=3) and reply.answers.id == 2
+    _chase(cast, id=3, at=START + timedelta(days=11))
+    assert cast.pop_due(START + timedelta(days=30)) == []
+
+
+def test_each_call_says_the_next_transcript_then_the_last_again():
+    cast = _cast({"type": "answers_call", "transcripts": ["Who is this?", "Paying on the 20th."]})
+    for n in range(3):
+        _chase(cast, id=n + 1, at=START + timedelta(days=n), channel="voice")
+
+    reports = cast.pop_due(START + timedelta(days=5))
+    assert [r.text for r in reports] == ["Who is this?", "Paying on the 20th.", "Paying on the 20th."]
+    assert [r.answers.id for r in reports] == [1, 2, 3]
+
+
+def test_a_redelivery_repeats_the_numbered_message_after_the_delay():
+    cast = _cast({"type": "replies_after", "days": 1, "text": "Paid."}, {"type": "redelivers", "after": 600})
+    _chase(cast, id=1, at=START)
+
+    first, again = cast.pop_due(START + timedelta(days=2))
+    assert (first.number, again.number, again.redelivery) == (0, 0, True)
+    assert again.at == first.at + timedelta(minutes=10) and again.text == first.text
+
+
+def test_a_case_start_date_starts_the_run_at_nine_in_the_organizations_zone():
+    result = simulate(template_version("document-collector"),
+                      {**case("new-year", {"type": "silent"}), "start": "2026-12-28", "weeks": 1})
+
+    first = sent(result)[0]
+    assert first.sent_at == datetime(2026, 12, 28, 9, 0, tzinfo=ZoneInfo("America/New_York"))
+    assert result.timeline[0]["day"] == 0 and result.timeline[0]["local"].startswith("Mon 09:00")

@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from agents import versions
+from runs.models import Run
 from simulator.models import Scorecard, Simulation
 from tests.factories import AgentFactory, OrganizationFactory
 from tests.simulator.conftest import collector_draft
@@ -119,3 +120,25 @@ def test_default_version_is_the_latest_valid_one(fake_engine):
     assert json.loads(out)["version_id"] == first.pk
     with pytest.raises(CommandError, match="v2 has config errors; valid versions: 1"):
         call_command("simulate", "document-collector", "--version", "2")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jobs_runs_cases_in_parallel_lanes_with_the_serial_results(engine):
+    collector_draft()
+    serial_code, serial_out, _ = simulate("document-collector", "--json", "--seed", "3")
+    parallel_code, parallel_out, _ = simulate("document-collector", "--json", "--seed", "3", "--jobs", "2")
+
+    def verdicts(out: str) -> list[tuple]:
+        return [(case["name"], case["passed"], case["reasons"], case["metrics"]) for case in json.loads(out)["cases"]]
+
+    assert serial_code == parallel_code == 0
+    assert verdicts(parallel_out) == verdicts(serial_out)
+    assert all(case["wall_seconds"] > 0 for case in json.loads(parallel_out)["cases"])
+    # Each lane simulated in its own shadow organization.
+    runs = Run.objects.filter(pk__in=[case["run_id"] for case in json.loads(parallel_out)["cases"]])
+    assert {run.organization.slug for run in runs} == {"simulation", "simulation-lane1-sim"}
+
+
+def test_jobs_must_be_positive(good_draft):
+    with pytest.raises(CommandError, match="--jobs must be at least 1"):
+        call_command("simulate", "document-collector", "--jobs", "0")

@@ -1,4 +1,4 @@
-"""`python manage.py bench [--sleeping N] [--runs N]`: the performance figures of DESIGN §9 as ratios.
+"""`python manage.py bench [--only PART ...] [--sleeping N] [--runs N] [--burst N]`: performance figures as ratios.
 
 Works in a throwaway `lucia_bench` database on the same server, dropped at the end.
 """
@@ -11,16 +11,22 @@ from simulator import bench
 
 
 class Command(BaseCommand):
-    help = "Benchmark simulation speed, episode throughput and dispatch scaling; print ratios against baselines."
+    help = ("Benchmark simulation speed, episode throughput, queries per episode, the 09:00 burst and dispatch "
+            "scaling; print ratios against baselines measured in the same run.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--sleeping", type=int, default=100_000,
                             help="sleeping runs for the dispatch figure (the design's figure: 1000000)")
-        parser.add_argument("--runs", type=int, default=200, help="episodes per throughput measurement")
+        parser.add_argument("--runs", type=int, default=200,
+                            help="start episodes per worker process in the throughput figures")
+        parser.add_argument("--only", nargs="+", choices=bench.PARTS, default=list(bench.PARTS), metavar="PART",
+                            help=f"measure only these parts: {', '.join(bench.PARTS)} (default: all)")
+        parser.add_argument("--burst", type=int, default=10_000,
+                            help="runs due at once in the 09:00 burst, drained by two worker processes")
 
     def handle(self, *args, **options) -> None:
         figures = bench.run(sleeping=max(options["sleeping"], 100), runs=max(options["runs"], 1),
-                            say=self.stderr.write)
+                            burst=max(options["burst"], 1), parts=tuple(options["only"]), say=self.stderr.write)
         self.stdout.write("")
         for line in bench.table(figures):
             self.stdout.write(line)

@@ -1,11 +1,12 @@
-"""`python manage.py simulate <agent> [--organization SLUG] [--version N] [--case NAME | --all] [--weeks 6] [--json]`.
+"""`python manage.py simulate <agent> [--organization SLUG] [--version N] [--case NAME | --all] [--weeks 6]
+[--jobs N] [--json]`.
 
 The agent is the template with that slug, or with --organization that
 organization's own agent (simulated in its `<slug>-sim` shadow).
 
 Runs the version's eval cases on the virtual clock and prints each case's
 timeline and the scorecard table; with --json, only the scorecard dict goes
-to stdout. Exit code 0 when every case passed, 1 otherwise. `--all` (the
+to stdout (each case with its `wall_seconds`). Exit code 0 when every case passed, 1 otherwise. `--all` (the
 default) saves a Scorecard the publish gate reads; chosen cases are kept as a
 Simulation only, since a subset proves nothing for publishing.
 """
@@ -36,6 +37,9 @@ class Command(BaseCommand):
         which.add_argument("--all", action="store_true", help="run every case that counts (the default)")
         parser.add_argument("--weeks", type=int, help="virtual weeks per case (default: each case's own)")
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                            help="simulate the cases in N processes, each in its own shadow organization (same "
+                                 "results as one process for the same seed)")
         parser.add_argument("--json", action="store_true", help="print the scorecard as JSON, no progress bar")
 
     def handle(self, *args, **options) -> None:
@@ -47,12 +51,14 @@ class Command(BaseCommand):
         version = pick_version(options["agent"], number=options["number"], organization=organization)
         if options["weeks"] is not None and options["weeks"] < 1:
             raise CommandError("--weeks must be at least 1")
+        if options["jobs"] < 1:
+            raise CommandError("--jobs must be at least 1")
         as_json = options["json"]
         bar = None if as_json else report.ProgressBar(self._write_err, redraw=self.stderr.isatty())
         try:
             cases = scorecards.select_cases(version, names=options["cases"])
             run_options = {"seed": options["seed"], "weeks": options["weeks"], "progress": bar,
-                           "organization": organization}
+                           "organization": organization, "jobs": options["jobs"]}
             if options["cases"] is None:
                 card = scorecards.score(version, **run_options)
                 results, scorecard = card.simulation.results, scorecards.as_dict(card)

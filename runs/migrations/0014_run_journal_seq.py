@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0012_escalation_kinds_approval_and_handoff'),
+        ('runs', '0013_escalation_assignee'),
     ]
 
     operations = [

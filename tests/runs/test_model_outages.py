@@ -1,0 +1,174 @@
+"""A model that is down postpones the episode over minutes to hours; only a long outage escalates, once per
+run, and the run resumes by itself (closing that escalation) when the model answers again."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from runs import events, worker
+from runs.llm.base import ChatRequest, ModelError, ModelReply
+from runs.llm.scripted import ScriptedProvider
+from runs.models import (
+    Episode,
+    EpisodeKind,
+    EpisodeStatus,
+    Escalation,
+    EscalationStatus,
+    JournalEntry,
+    OutboxMessage,
+    Run,
+    RunStatus,
+)
+from tests.runs import loop_helpers as h
+
+pytestmark = pytest.mark.django_db
+
+
+class Flaky:
+    """The scripted model behind a switch: while `down`, every call is a 429 (retryable)."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.inner = ScriptedProvider()
+        self.down = True
+        self.failures = 0
+
+    def complete(self, request: ChatRequest) -> ModelReply:
+        if self.down:
+            self.failures += 1
+            raise ModelError("429 rate limited", retryable=True)
+        return self.inner.complete(request)
+
+
+@pytest.fixture
+def model(monkeypatch, settings) -> Flaky:
+    settings.LUCIA_MODEL_RETRY_SECONDS = 60
+    settings.LUCIA_MODEL_RETRY_MAX_SECONDS = 3600
+    settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S = 6 * 3600
+    flaky = Flaky()
+    h.use_provider(monkeypatch, flaky)
+    return flaky
+
+
+def _advance(run: Run, now) -> Run:
+    Run.objects.filter(pk=run.pk).update(virtual_now=now)
+    worker.advance_run(run.pk)
+    return Run.objects.get(pk=run.pk)
+
+
+def _started(run: Run) -> Run:
+    events.record_event(run, kind=EpisodeKind.START, payload={}, dedupe_key="start")
+    return _advance(run, run.virtual_now)
+
+
+def _outage_notes(run: Run) -> list[dict]:
+    return [e.data for e in JournalEntry.objects.filter(run=run, kind="note").order_by("seq")
+            if e.data.get("model_outage")]
+
+
+def _retry_until(run: Run, *, until) -> Run:
+    """Advance the clock to each retry of the postponed episode while it is due before `until`."""
+    while (episode := Episode.objects.filter(run=run, status=EpisodeStatus.QUEUED).order_by("due_at").first()) \
+            and episode.due_at < until:
+        run = _advance(run, episode.due_at)
+    return run
+
+
+def test_a_model_outage_postpones_the_episode_with_a_doubling_capped_backoff_and_sends_nothing(model):
+    run = _started(h.make_run())
+    start = run.virtual_now
+
+    episode = Episode.objects.get(run=run, kind=EpisodeKind.START)
+    assert episode.status == EpisodeStatus.QUEUED and episode.attempts == 0
+    assert episode.due_at == start + timedelta(seconds=60)
+    assert run.status == RunStatus.WAITING and run.wake_when == "model:outage"
+    assert run.next_wake_at == episode.due_at
+    assert not OutboxMessage.objects.exists() and not Escalation.objects.exists()
+
+    run = _retry_until(run, until=start + timedelta(hours=3))
+    waits = [(n["failures"], (_parse(n["retry_at"]) - _parse(n["since"]))) for n in _outage_notes(run)]
+    gaps = [b - a for (_, a), (_, b) in zip(waits, waits[1:], strict=False)]
+    assert [int(g.total_seconds()) for g in gaps[:6]] == [120, 240, 480, 960, 1920, 3600]
+    assert {int(g.total_seconds()) for g in gaps[6:]} == {3600}  # capped at an hour
+    assert model.failures == len(waits) and len(waits) >= 8
+    assert not OutboxMessage.objects.exists() and not Escalation.objects.exists()
+    assert Episode.objects.get(pk=episode.pk).status == EpisodeStatus.QUEUED  # still due, never failed
+
+
+def test_the_run_resumes_by_itself_when_the_model_is_back(model):
+    run = _started(h.make_run())
+    run = _retry_until(run, until=run.virtual_now + timedelta(minutes=10))
+    model.down = False
+    run = _retry_until(run, until=run.virtual_now + timedelta(hours=2))
+
+    assert Episode.objects.get(run=run, kind=EpisodeKind.START).status == EpisodeStatus.DONE
+    assert OutboxMessage.objects.filter(run=run).count() == 1
+    assert "model_outage" not in run.state
+    assert run.status == RunStatus.WAITING and run.wake_when.startswith("followup:")
+    over = [e.data for e in JournalEntry.objects.filter(run=run, kind="note") if e.data.get("model_outage_over")]
+    assert len(over) == 1 and "resumed by itself" in over[0]["text"]
+
+
+def test_only_a_prolonged_outage_escalates_once_per_run_and_the_escalation_closes_when_the_model_is_back(model):
+    run = _started(h.make_run())
+    start = run.virtual_now
+
+    run = _retry_until(run, until=start + timedelta(hours=5, minutes=30))
+    assert not Escalation.objects.filter(run=run).exists()
+
+    run = _retry_until(run, until=start + timedelta(hours=12))
+    escalation = Escalation.objects.get(run=run)
+    assert escalation.kind == "stuck" and escalation.status == EscalationStatus.OPEN
+    assert escalation.context["reason"] == "model_outage" and "unavailable for 6 h" in escalation.prompt
+    # A notice: the run does not wait on a human, its postponed episode stays due.
+    assert run.status == RunStatus.WAITING
+    assert Episode.objects.get(run=run, kind=EpisodeKind.START).status == EpisodeStatus.QUEUED
+
+    model.down = False
+    run = _retry_until(run, until=start + timedelta(hours=14))
+    escalation.refresh_from_db()
+    assert escalation.status == EscalationStatus.RESOLVED and escalation.answered_via == "runtime"
+    assert "answered again" in escalation.answer
+    assert OutboxMessage.objects.filter(run=run).count() == 1
+
+    # A second long outage on the next follow-up: retried as before, no second escalation.
+    model.down = True
+    followup = Episode.objects.get(run=run, kind=EpisodeKind.FOLLOWUP, status=EpisodeStatus.QUEUED)
+    run = _retry_until(run, until=followup.due_at + timedelta(hours=10))
+    assert Escalation.objects.filter(run=run).count() == 1
+    assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.QUEUED
+    assert run.state["model_outage"]["failures"] > 5
+
+
+def test_a_failure_retrying_cannot_fix_still_escalates_at_once(monkeypatch):
+    class Refusing:
+        name = "test"
+
+        def complete(self, request: ChatRequest) -> ModelReply:
+            raise ModelError("401 invalid api key", retryable=False)
+
+    h.use_provider(monkeypatch, Refusing())
+    run = _started(h.make_run())
+
+    escalation = Escalation.objects.get(run=run)
+    assert escalation.kind == "stuck" and "401" in escalation.prompt
+    assert run.status == RunStatus.WAITING_HUMAN
+    assert not OutboxMessage.objects.exists()
+
+
+def _parse(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def test_each_postponement_reads_in_the_timeline(model):
+    from runs import timeline
+
+    run = _started(h.make_run())
+    run = _retry_until(run, until=run.virtual_now + timedelta(minutes=5))
+
+    notes = [item.summary for item in timeline.timeline_for(run) if item.type == "journal" and item.kind == "note"]
+    assert len(notes) == 3
+    assert all(n.startswith("model unavailable (429 rate limited") and "episode #1 retried at" in n for n in notes)
