@@ -24,6 +24,8 @@ from runs.models import Contact, Episode, OutboxMessage, Run, Task
 # The longest per-contact cap window (runs.compliance.CAP_WINDOWS): how far back the caps' sends are read.
 CAPS_LOOKBACK = timedelta(days=7)
 HISTORY_ENTRIES = 20
+# The seq that stands for "after every episode" when facts are read outside one (the column is an integer).
+UNBOUNDED_SEQ = 2**31 - 1
 
 # The next episode to run: one left running under an older epoch first (resume), then the first due by seq.
 PICK_SQL = """
@@ -122,10 +124,11 @@ def start(run: Run, *, epoch: int) -> Started | None:
                    tasks=json_rows.instances(Task, row["tasks"]), facts=_facts(row, run=run, episode=episode))
 
 
-def facts_for(run: Run, episode: Episode, contacts: list[Contact], *, plan: dict) -> EpisodeFacts:
-    """The facts of an episode already running under `plan`, read now (one statement)."""
+def facts_for(run: Run, episode: Episode | None, contacts: list[Contact], *, plan: dict) -> EpisodeFacts:
+    """The facts of an episode already running under `plan`, read now (one statement). Without an episode (a
+    context outside any, e.g. reviewing an edited draft, runs.approvals) the whole run's history counts."""
     params = _params(run, contacts, now=clock.now(run))
-    params.update(episode=episode.pk, seq=episode.seq)
+    params.update(episode=episode.pk if episode else None, seq=episode.seq if episode else UNBOUNDED_SEQ)
     sql = ("WITH candidate AS (SELECT %(episode)s::bigint AS id, %(seq)s::integer AS seq)\nSELECT"
            + _facts_sql(run, plan=plan).removeprefix(","))
     return _facts(_fetch(sql, params), run=run, episode=episode)
@@ -158,7 +161,7 @@ def _fetch(sql: str, params: dict) -> dict:
         return dict(zip(names, cursor.fetchone(), strict=True))
 
 
-def _facts(row: dict, *, run: Run, episode: Episode) -> EpisodeFacts:
+def _facts(row: dict, *, run: Run, episode: Episode | None) -> EpisodeFacts:
     rows = json_rows.instances(OutboxMessage, row["outbox"])
     sends = None
     if row["sends"] is not None:
@@ -166,7 +169,7 @@ def _facts(row: dict, *, run: Run, episode: Episode) -> EpisodeFacts:
         for recipient, created_at, sent_at in row["sends"]:
             sends.setdefault(recipient, []).append((json_rows.datetime_of(created_at), json_rows.datetime_of(sent_at)))
     return EpisodeFacts(
-        outbox_by_key={message.idem_key: message for message in rows if message.episode_id == episode.pk},
+        outbox_by_key={message.idem_key: message for message in rows if episode and message.episode_id == episode.pk},
         unsettled=[message for message in rows if message.status in ("pending", "sending")],
         first_entry_at=row["first_entry_at"],
         human_answers=[(answer["seq"], answer["payload"] or {}) for answer in row["human_answers"]],
