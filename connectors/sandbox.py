@@ -12,6 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
@@ -52,22 +53,22 @@ class SandboxConnector(Connector):
                                 channel=message.channel)
         if outage is not None and outage.kind != "provider_timeout":
             raise _outage_error(outage)
-        # get_or_create on the unique key: a resend after a crash finds the first row.
-        row, _ = SandboxMessage.objects.get_or_create(
-            idem_key=message.idem_key,
-            defaults={
-                "organization_id": self.identity.organization_id,
-                "channel": message.channel,
-                "recipient": message.to,
-                "payload": _payload(message),
-                "provider_message_id": provider_message_id_for(message.idem_key),
-                "created_at": message.sent_at or timezone.now(),
-            },
-        )
+        # One statement, no transaction around it: an insert that does nothing on the unique key, so a resend
+        # after a crash keeps the first row, whose provider id is the same (it derives from the key).
+        accepted_at = message.sent_at or timezone.now()
+        provider_message_id = provider_message_id_for(message.idem_key)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO connectors_sandboxmessage (organization_id, channel, idem_key, recipient, payload,"
+                " provider_message_id, created_at) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s)"
+                " ON CONFLICT (idem_key) DO NOTHING",
+                [self.identity.organization_id, message.channel, message.idem_key, message.to,
+                 json.dumps(_payload(message)), provider_message_id, accepted_at],
+            )
         if outage is not None:
             # The provider took it but the answer never came back: only a lookup can tell it was sent.
             raise _outage_error(outage)
-        return SendResult(provider_message_id=row.provider_message_id, accepted_at=row.created_at)
+        return SendResult(provider_message_id=provider_message_id, accepted_at=accepted_at)
 
     def lookup(self, message: OutboundMessage, *, sent_after: datetime) -> LookupResult:
         # The sandbox is its own database: it always knows (never None).

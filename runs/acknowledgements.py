@@ -59,6 +59,7 @@ def completes_run(ctx: EpisodeContext) -> bool:
         return bool(required)
     if any(not (task.get("done_when") or {}).get("type") for task in pending):
         return False
-    held = evidence.gather(ctx.run_id, current=ctx.episode, checks={task["done_when"]["type"] for task in pending})
+    held = evidence.gather(ctx.run_id, current=ctx.episode, checks={task["done_when"]["type"] for task in pending},
+                           episodes=ctx.facts.messages, contacts=ctx.contacts)
     return all(evidence.check(task["done_when"], evidence=held, task_key=task["key"],
                               contact_role=task.get("contact_role")).passed for task in pending)

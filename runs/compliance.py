@@ -19,12 +19,11 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
-from connectors import suppressions
 from runs import acknowledgements, outbox, policy
 from runs.context import EpisodeContext
-from runs.models import Contact, Escalation, EscalationKind, EscalationStatus, JournalKind
+from runs.episode_records import escalate, record
+from runs.models import Contact, EscalationKind, JournalKind
 from runs.policy import memory
-from runs.tools import escalate, record
 
 # Which payload field carries the opt-out text, per tool (a call's brief is spoken, not a message).
 OPT_OUT_FIELD = {"send_email": "body", "send_sms": "body", "send_slack": "text"}
@@ -79,13 +78,13 @@ def check(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, conta
         record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "acknowledge",
                                                "mode": acknowledgements.mode(ctx.plan)})
         return Hold("blocked", refused)
-    if Escalation.objects.filter(run_id=ctx.run_id, kind=EscalationKind.HANDOFF, status=EscalationStatus.OPEN).exists():
+    if ctx.facts.handed_off:
         record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "handled_by_human"})
         return Hold("blocked", "blocked: a human is handling this run; send nothing until they hand it back")
     if channel in memory.opted_out(contact.history):
         record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "contact_opted_out", "channel": channel})
         return Hold("blocked", f"blocked: the contact opted out of {channel}; do not use it")
-    if suppressions.is_suppressed(ctx.run.organization_id, channel=channel, address=recipient):
+    if ctx.facts.is_suppressed(channel=channel, address=recipient):
         record(ctx, JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "suppressed", "recipient": recipient})
         return Hold("blocked", f"blocked: the {channel} address opted out or bounced; do not contact it")
     org_tz = ctx.run.organization.default_timezone
@@ -141,13 +140,20 @@ def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact,
     instant to count up to when it is later than the episode's (a check
     under the address's lock must see sends recorded since the episode began).
     """
-    now = now or ctx.now
     caps = (ctx.plan.get("compliance") or {}).get("per_contact_caps") or {}
     limits = [(name, int(caps[name]), span) for name, span in CAP_WINDOWS if caps.get(name)]
     if not limits:
         return None
     longest = max(span for _, _, span in limits)
-    times = outbox.recent_send_times(ctx.run, recipient=recipient, since=now - longest, until=now)
+    if now is None and ctx.facts.sends_by_recipient is not None:
+        # The sends read with the episode, its own included (EpisodeFacts.count_send).
+        now = ctx.now
+        sends = ctx.facts.sends_by_recipient.get(recipient, [])
+        times = sorted(at for at in (sent_at or created_at for created_at, sent_at in sends)
+                       if now - longest < at <= now)
+    else:
+        now = now or ctx.now
+        times = outbox.recent_send_times(ctx.run, recipient=recipient, since=now - longest, until=now)
     free_at, rule = None, ""
     for name, limit, span in limits:
         inside = [at for at in times if at > now - span]

@@ -16,7 +16,7 @@ import re
 from datetime import datetime
 
 from connectors import addresses
-from runs import senders, tools
+from runs import episode_records, senders
 from runs.context import EpisodeContext
 from runs.models import Contact, EpisodeKind, JournalKind
 
@@ -105,6 +105,6 @@ def learn_from_reply(ctx: EpisodeContext) -> dict | None:
         entry = remember(locked, kind="preference", at=ctx.now, by={"contact": contact.role, "rule": rule},
                          why=f"the contact wrote {text[:200]!r}", channel=channel, episode_id=episode.pk)
     contact.history = locked.history
-    tools.record(ctx, JournalKind.NOTE, {"runtime": True, "contact_memory": "preference", "rule": rule,
+    episode_records.record(ctx, JournalKind.NOTE, {"runtime": True, "contact_memory": "preference", "rule": rule,
                                          "contact": contact.role, "channel": channel})
     return entry

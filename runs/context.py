@@ -18,7 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from runs import journal, leases
+from django.db import transaction
+
+from runs import episode_loads, journal, leases
+from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, Run, Task, TaskStatus
 
 
@@ -41,29 +44,64 @@ class EpisodeContext:
     latest: Run | None = None
     # Tasks this execution marked done. Only the lease holder changes tasks, so with `tasks` this is exact.
     done_keys: set[str] = field(default_factory=set)
-    # Sending identities by channel, looked up once per episode (runs.tool_executor.connector_for).
-    identities: dict = field(default_factory=dict)
+    # What the episode reads of its run, read with its start (runs.episode_loads); see `facts`.
+    loaded_facts: EpisodeFacts | None = None
+    # Writes that wait for the next fence like the pending journal entries, in its own statement: a send's
+    # result (runs.outbox.record_sent), so the episode's close records it.
+    pending_riders: list[leases.Rider] = field(default_factory=list)
+
+    @property
+    def facts(self) -> EpisodeFacts:
+        """The episode's facts (runs.episode_facts): read with its start, or now on first use."""
+        if self.loaded_facts is None:
+            self.loaded_facts = episode_loads.facts_for(self.run, self.episode, self.contacts, plan=self.plan)
+        return self.loaded_facts
 
     @contextlib.contextmanager
-    def fence(self) -> Iterator[Run]:
+    def fence(self, *, rider: leases.Rider | None = None) -> Iterator[Run]:
         """Yield the locked run row, or raise LeaseLost (also when the heartbeat already saw it lost).
 
-        Pending journal entries are written first, in the same transaction; if
-        the transaction rolls back they are pending again.
+        Pending journal entries and pending writes are written by the fence's own statement, with `rider`;
+        if the transaction rolls back they are pending again.
         """
+        taken = self._take()
+        try:
+            with transaction.atomic():
+                yield self._write(taken, rider)
+        except BaseException:
+            self._put_back(taken)
+            raise
+
+    def write(self, rider: leases.Rider | None = None) -> Run:
+        """A fenced write in one statement and no transaction around it (runs.leases.write): the pending
+        entries and writes, and `rider`. Returns the run row as it left it; raises LeaseLost like `fence`."""
+        taken = self._take()
+        try:
+            return self._write(taken, rider)
+        except BaseException:
+            self._put_back(taken)
+            raise
+
+    def _take(self) -> tuple[list[journal.Entry], list[leases.Rider]]:
         if self.heartbeat is not None:
             self.heartbeat.check()
-        entries, self.pending = self.pending, []
-        try:
-            with leases.fence(self.run_id, epoch=self.epoch) as run:
-                if Run.organization.is_cached(self.run):
-                    run.organization = self.run.organization
-                journal.write(run, entries)
-                self.latest = run
-                yield run
-        except BaseException:
-            self.pending[:0] = entries
-            raise
+        taken = (self.pending, self.pending_riders)
+        self.pending, self.pending_riders = [], []
+        return taken
+
+    def _put_back(self, taken: tuple[list[journal.Entry], list[leases.Rider]]) -> None:
+        self.pending[:0] = taken[0]
+        self.pending_riders[:0] = taken[1]
+
+    def _write(self, taken: tuple[list[journal.Entry], list[leases.Rider]], rider: leases.Rider | None) -> Run:
+        combined = journal.rider(taken[0])
+        for extra in [*taken[1], rider or leases.Rider()]:
+            combined = combined + extra
+        run = leases.write(self.run_id, epoch=self.epoch, rider=combined)
+        if Run.organization.is_cached(self.run):
+            run.organization = self.run.organization
+        self.latest = run
+        return run
 
     def journal(self, kind: str, data: dict, **model_fields) -> None:
         """Queue an entry for the next fenced write (runs.tools.record writes at once)."""
@@ -71,10 +109,9 @@ class EpisodeContext:
                                           **model_fields))
 
     def flush(self) -> None:
-        """Write pending journal entries now."""
-        if self.pending:
-            with self.fence():
-                pass
+        """Write pending journal entries (and pending writes) now."""
+        if self.pending or self.pending_riders:
+            self.write()
 
     def usage(self) -> Run:
         """The run row with its usage counters as they stand now, to check budgets before a model call.

@@ -1,7 +1,10 @@
 """What follows an episode: complete the run, or apply the follow-up policy's next step.
 
-Called once per episode, under the worker's fence, with the locked run row
-(tasks and contacts are read once, prefetched onto it).
+Called once per episode, under the worker's fence, with the locked run row:
+tasks, contacts, held rows, what the episode sent and the open question are
+read in one statement (read_standing); the run's changed fields are returned
+for the episode's closing write (runs.execution), which saves them with
+`next_wake_at` and, when nothing else is due, the lease's release.
 The policy (runs.policy) is pure; this module turns its answer into rows:
 the next follow-up episode, `wake_when`, the run's status, and the policy's
 own memory in run.state["policy"]. While a human is asked, the policy's state
@@ -16,22 +19,28 @@ once nothing is held, so a held "thanks" still goes out (its flush episode
 completes the run).
 """
 
-from django.db.models import Q, prefetch_related_objects
+import json
+from dataclasses import dataclass
+from datetime import datetime
 
-from runs import clock, escalations, events, journal, outbox, policy, promises
+from django.db import connection
+from django.db.models import Q
+
+from runs import clock, escalations, events, journal, json_rows, policy, promises
 from runs.context import EpisodeOutcome
 from runs.models import (
+    Contact,
     Episode,
     EpisodeKind,
     EpisodeStatus,
     Escalation,
     EscalationKind,
-    EscalationStatus,
     JournalKind,
     OutboxMessage,
     OutboxStatus,
     Run,
     RunStatus,
+    Task,
     TaskStatus,
 )
 from runs.policy import memory
@@ -42,28 +51,73 @@ FLUSH_FLAG = "flush_outbox"
 REACHED = Q(status__in=[OutboxStatus.SENT, OutboxStatus.SENDING, OutboxStatus.UNCERTAIN])
 
 
-def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> None:
+@dataclass(frozen=True)
+class Standing:
+    """What the decision reads of the run after the episode, in one statement under its fence."""
+
+    episode_id: int
+    tasks: list[Task]
+    contacts: list[Contact]
+    # When the run's first held row may go out (runs.outbox.earliest_held); None when nothing is held.
+    held_until: datetime | None
+    # The episode reached the contact (or may have, or will: held and drafts count; runs.outbox REACHED).
+    sent_something: bool
+    # It reached them now (sent, sending or uncertain), not only held.
+    sent_now: bool
+    # The run's latest open escalation the run waits on (a notice, escalations.open_notice, is not one).
+    open_escalation: Escalation | None
+
+
+STANDING_SQL = """
+SELECT (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = %(run)s) AS tasks,
+       (SELECT coalesce(json_agg(c ORDER BY c.role, c.id), '[]') FROM runs_contact c WHERE c.run_id = %(run)s)
+           AS contacts,
+       (SELECT min(o.not_before) FROM runs_outboxmessage o
+         WHERE o.run_id = %(run)s AND o.status IN ('pending', 'sending') AND o.not_before IS NOT NULL) AS held_until,
+       EXISTS (SELECT 1 FROM runs_outboxmessage o WHERE o.episode_id = %(episode)s
+                 AND (o.status IN ('sent', 'sending', 'uncertain', 'awaiting_approval')
+                      OR (o.status = 'pending' AND o.not_before IS NOT NULL))) AS sent_something,
+       EXISTS (SELECT 1 FROM runs_outboxmessage o WHERE o.episode_id = %(episode)s
+                 AND o.status IN ('sent', 'sending', 'uncertain')) AS sent_now,
+       (SELECT row_to_json(x) FROM runs_escalation x WHERE x.run_id = %(run)s AND x.status = 'open'
+           AND NOT x.context @> %(notice)s::jsonb ORDER BY x.id DESC LIMIT 1) AS open_escalation
+"""
+
+
+def read_standing(run: Run, episode: Episode) -> Standing:
+    """Tasks, contacts, held rows, what the episode sent and the open question: one statement. Call under the
+    fence, after the episode's own writes (its sends' results are written by that fence first)."""
+    with connection.cursor() as cursor:
+        cursor.execute(STANDING_SQL, {"run": run.pk, "episode": episode.pk,
+                                      "notice": json.dumps({escalations.NOTICE_FLAG: True})})
+        tasks, contacts, held_until, sent_something, sent_now, question = cursor.fetchone()
+    return Standing(
+        episode_id=episode.pk, tasks=json_rows.instances(Task, tasks), contacts=json_rows.instances(Contact, contacts),
+        held_until=held_until, sent_something=sent_something or _approved_draft_sent(episode), sent_now=sent_now,
+        open_escalation=json_rows.instance(Escalation, question) if question else None,
+    )
+
+
+def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> list[str]:
     """Complete the run when every required task is done; otherwise schedule what the policy says, or wait.
 
-    The run row is saved once, `next_wake_at` (the earliest queued episode) included.
+    Returns the run's fields to save (the caller saves them with `next_wake_at`, runs.execution); [] when the run
+    ended (end_run saved it).
     """
-    # One read of tasks and contacts for both the completion check and the policy's chased contact.
-    prefetch_related_objects([run], "tasks", "contacts")
-    held_until = outbox.earliest_held(run.pk)
+    standing = _standing(run, episode)
+    held_until = standing.held_until
     if _required_tasks_done(run):
         if held_until is None:
             end_run(run, status=RunStatus.COMPLETED, outcome="All required tasks are done.")
-            return
+            return []
         # A held message (the thanks) has not gone out yet: no more chasing, and the flush episode that sends
         # it completes the run.
         events.cancel_pending_followups(run)
-        question = _open_escalation(run)
+        question = standing.open_escalation
         changed = (_sleep(run, status=RunStatus.WAITING_HUMAN, wake_when=escalations.wake_reason(question)) if question
                    else _sleep(run, status=RunStatus.WAITING, wake_when="outbox:held"))
         _schedule_flush(run, episode, at=held_until)
-        run.next_wake_at = events.earliest_due(run.pk)
-        run.save(update_fields=[*changed, "next_wake_at", "updated_at"])
-        return
+        return changed
     flush = is_flush(episode)
     step = plan_next(run, episode, outcome)
     changed = []
@@ -73,8 +127,8 @@ def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> None:
     if step.action in ("complete", "fail"):
         status = RunStatus.COMPLETED if step.action == "complete" else RunStatus.FAILED
         end_run(run, status=status, outcome=step.reason or f"Follow-up policy: {step.action}.")
-        return
-    open_question = _open_escalation(run)
+        return []
+    open_question = standing.open_escalation
     if open_question is not None:
         # Chasing pauses while a human is asked; their answer is the next episode.
         events.cancel_pending_followups(run)
@@ -94,8 +148,7 @@ def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> None:
         changed += _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when)
     if held_until is not None:
         _schedule_flush(run, episode, at=held_until)
-    run.next_wake_at = events.earliest_due(run.pk)
-    run.save(update_fields=[*changed, "next_wake_at", "updated_at"])
+    return changed
 
 
 def is_flush(episode: Episode) -> bool:
@@ -110,13 +163,13 @@ def plan_next(run: Run, episode: Episode, outcome: EpisodeOutcome) -> policy.Nex
     """
     task_key, contact_tz = _chased(run)
     now = clock.now(run)
-    if outcome.held_until is not None and not _sent_now(episode):
+    if outcome.held_until is not None and not _standing(run, episode).sent_now:
         # Everything this episode said waits for its window or cap: silence is counted from when it goes out.
         now = max(now, outcome.held_until)
     return policy.plan_next(
         run.plan, state=run.state.get("policy", {}), contact_tz=contact_tz, org_tz=run.organization.default_timezone,
         now=now, event=events.event_for(episode.kind), run_id=run.offset_key, task_key=task_key,
-        defer_until=outcome.followup_override, outreach_sent=_sent_something(episode),
+        defer_until=outcome.followup_override, outreach_sent=_standing(run, episode).sent_something,
     )
 
 
@@ -139,12 +192,11 @@ def end_run(run: Run, *, status: str, outcome: str) -> None:
 
 
 def _schedule_followup(run: Run, episode: Episode, step: policy.NextStep) -> list[str]:
-    # The latest decision wins: at most one follow-up is pending.
-    events.cancel_pending_followups(run)
     channel, due_at = _as_the_contact_asked(run, step)
+    # The latest decision wins: at most one follow-up is pending (the others are cancelled by the same statement).
     events.schedule_episode(
         run, kind=EpisodeKind.FOLLOWUP, due_at=due_at, dedupe_key=f"followup:after:{episode.seq}",
-        payload={"step": step.step, "channel": channel},
+        payload={"step": step.step, "channel": channel}, replace_followups=True,
     )
     return _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when or f"followup:{step.step}")
 
@@ -157,7 +209,7 @@ def _as_the_contact_asked(run: Run, step: policy.NextStep):
         return step.channel, step.due_at
     allowed = list(run.plan.get("capabilities") or [])
     channel = memory.channel_for(contact.history, ladder_channel=step.channel, allowed=allowed)
-    open_keys = {task.key for task in run.tasks.all() if task.status == TaskStatus.OPEN}
+    open_keys = {task.key for task in _tasks(run) if task.status == TaskStatus.OPEN}
     # Away, or a promise not yet due for its check: no chasing before then (runs.absences, runs.promises).
     holds = [memory.absent_until(contact.history, now=step.due_at),
              promises.chase_after(contact.history, open_keys=open_keys)]
@@ -190,15 +242,27 @@ def _sleep(run: Run, *, status: str, wake_when: str | None) -> list[str]:
     return ["status", "wake_when"]
 
 
+def _standing(run: Run, episode: Episode) -> Standing:
+    """The standing read once per decision (kept on the run row in hand for the helpers below)."""
+    standing = getattr(run, "_standing", None)
+    if standing is None or standing.episode_id != episode.pk:
+        standing = run._standing = read_standing(run, episode)
+    return standing
+
+
+def _tasks(run: Run) -> list[Task]:
+    standing = getattr(run, "_standing", None)
+    return standing.tasks if standing is not None else list(run.tasks.all())
+
+
+def _contacts(run: Run) -> list[Contact]:
+    standing = getattr(run, "_standing", None)
+    return standing.contacts if standing is not None else list(run.contacts.all())
+
+
 def _required_tasks_done(run: Run) -> bool:
-    required = [task for task in run.tasks.all() if task.required]
+    required = [task for task in _tasks(run) if task.required]
     return bool(required) and all(task.status == TaskStatus.DONE for task in required)
-
-
-def _open_escalation(run: Run) -> Escalation | None:
-    """The open question the run waits on; a notice (a model outage) does not stop it (escalations.open_notice)."""
-    return (Escalation.objects.filter(run_id=run.pk, status=EscalationStatus.OPEN)
-            .exclude(context__contains={escalations.NOTICE_FLAG: True}).order_by("-pk").first())
 
 
 def _chased(run: Run) -> tuple[str | None, str]:
@@ -209,32 +273,21 @@ def _chased(run: Run) -> tuple[str | None, str]:
 
 
 def _chased_task(run: Run) -> dict | None:
-    open_keys = {task.key for task in run.tasks.all() if task.required and task.status == TaskStatus.OPEN}
+    open_keys = {task.key for task in _tasks(run) if task.required and task.status == TaskStatus.OPEN}
     return next((task for task in run.plan.get("tasks", []) if task["key"] in open_keys), None)
 
 
 def _chased_contact(run: Run):
     spec = _chased_task(run)
-    contacts = list(run.contacts.all())
+    contacts = _contacts(run)
     contact = next((c for c in contacts if spec and c.role == spec.get("contact_role")), None)
     return contact or (contacts[0] if contacts else None)
 
 
-def _sent_something(episode: Episode) -> bool:
-    """Whether the episode reached the contact (or may have: an uncertain send counts; a held one too, it goes
-    out at its time; a draft awaiting approval too: the step was taken, a human decides whether it goes out).
-
-    An approval's answer that sent the draft counts as reaching out now: the ladder waits for an answer
+def _approved_draft_sent(episode: Episode) -> bool:
+    """An approval's answer that sent the draft counts as reaching out now: the ladder waits for an answer
     from when the message actually went out (runs.approvals)."""
-    held = Q(status=OutboxStatus.PENDING, not_before__isnull=False)
-    draft = Q(status=OutboxStatus.AWAITING_APPROVAL)
-    if OutboxMessage.objects.filter(REACHED | held | draft, episode_id=episode.pk).exists():
-        return True
     payload = episode.payload or {}
     if episode.kind != EpisodeKind.HUMAN_ANSWER or payload.get("approval") not in ("approved", "edited"):
         return False
     return OutboxMessage.objects.filter(REACHED, pk=payload.get("outbox_message_id")).exists()
-
-
-def _sent_now(episode: Episode) -> bool:
-    return OutboxMessage.objects.filter(REACHED, episode_id=episode.pk).exists()

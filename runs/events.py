@@ -6,10 +6,12 @@ same lock), so `seq` is gap-free per run and a duplicate `dedupe_key` is found
 before the insert rather than by a failed one.
 """
 
+import json
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Exists, Min, Subquery
+from django.db.models import Min
+from django.utils import timezone
 
 from runs import clock, policy, queue
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus, Run, RunStatus
@@ -51,18 +53,32 @@ def record_event(
     return episode
 
 
-def schedule_episode(run: Run, *, kind: str, due_at: datetime, dedupe_key: str, payload: dict) -> Episode | None:
-    """Insert a queued episode; the caller holds the run row lock (a fence or record_event). None = duplicate."""
-    # One query, each part on its unique index ((run, seq) and (run, dedupe_key)); the lock keeps both still.
-    episodes = Episode.objects.filter(run_id=run.pk)
-    last, duplicate = Run.objects.filter(pk=run.pk).values_list(
-        Subquery(episodes.order_by("-seq").values("seq")[:1]), Exists(episodes.filter(dedupe_key=dedupe_key))
-    ).get()
-    if duplicate:
-        return None
-    return Episode.objects.create(
-        run_id=run.pk, seq=(last or 0) + 1, kind=kind, payload=payload, dedupe_key=dedupe_key, due_at=due_at
-    )
+def schedule_episode(run: Run, *, kind: str, due_at: datetime, dedupe_key: str, payload: dict,
+                     replace_followups: bool = False) -> Episode | None:
+    """Insert a queued episode; the caller holds the run row lock (a fence or record_event). None = duplicate.
+
+    `replace_followups`: the queued follow-ups are cancelled by the same statement (the latest decision wins).
+    """
+    # One statement, each lookup on its unique index ((run, seq) and (run, dedupe_key)); the lock keeps both still.
+    rows = list(Episode.objects.raw(SCHEDULE_SQL, {
+        "run": run.pk, "kind": kind, "payload": json.dumps(payload), "dedupe_key": dedupe_key, "due_at": due_at,
+        "created_at": timezone.now(), "replace": replace_followups,
+    }))
+    return rows[0] if rows else None
+
+
+SCHEDULE_SQL = """
+WITH cancelled AS (
+    UPDATE runs_episode SET status = 'cancelled'
+     WHERE %(replace)s AND run_id = %(run)s AND kind = 'followup' AND status = 'queued'
+)
+INSERT INTO runs_episode (run_id, seq, kind, payload, dedupe_key, status, due_at, attempts, lease_epoch, created_at,
+                          started_at, finished_at, error)
+SELECT %(run)s, coalesce((SELECT max(seq) FROM runs_episode WHERE run_id = %(run)s), 0) + 1, %(kind)s,
+       %(payload)s::jsonb, %(dedupe_key)s, 'queued', %(due_at)s, 0, NULL, %(created_at)s, NULL, NULL, ''
+ WHERE NOT EXISTS (SELECT 1 FROM runs_episode WHERE run_id = %(run)s AND dedupe_key = %(dedupe_key)s)
+RETURNING *
+"""
 
 
 def cancel_pending_followups(run: Run) -> int:

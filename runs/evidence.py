@@ -181,21 +181,29 @@ def _extract(message: dict, name: str, pattern: patterns.Pattern | None) -> str:
 _MESSAGE_KINDS = {EpisodeKind.INBOUND: "reply", EpisodeKind.CALL_REPORT: "call"}
 
 
-def gather(run_id: int, *, current: Episode | None = None, checks: Iterable[str] | None = None) -> dict:
+def gather(run_id: int, *, current: Episode | None = None, checks: Iterable[str] | None = None,
+           episodes: list[dict] | None = None, contacts: list[Contact] | None = None) -> dict:
     """The run's evidence: inbound/call episodes already processed (or being processed) and human answers.
 
     `checks` (done_when types) limits the reading to what those checks look at; None reads everything.
+    `episodes` ({id, kind, status, payload}, by seq) and `contacts`: the run's, when the caller already read them
+    (an episode's facts, runs.episode_facts).
     """
     wanted = set(_CHECKS) if checks is None else set(checks)
     messages: list[dict] = []
     if wanted - {"human_confirmation"}:
-        episodes = Episode.objects.filter(run_id=run_id, kind__in=list(_MESSAGE_KINDS)).filter(
-            status__in=[EpisodeStatus.DONE, EpisodeStatus.RUNNING]
-        )
-        rows = list(episodes.order_by("seq").values_list("pk", "kind", "payload"))
+        settled = (EpisodeStatus.DONE, EpisodeStatus.RUNNING)
+        if episodes is None:
+            rows = list(Episode.objects.filter(run_id=run_id, kind__in=list(_MESSAGE_KINDS), status__in=settled)
+                        .order_by("seq").values_list("pk", "kind", "payload"))
+        else:
+            rows = [(e["id"], e["kind"], e["payload"]) for e in episodes
+                    if e["kind"] in _MESSAGE_KINDS and e["status"] in settled]
         if current is not None and current.kind in _MESSAGE_KINDS and all(pk != current.pk for pk, _, _ in rows):
             rows.append((current.pk, current.kind, current.payload))
-        contacts = list(Contact.objects.filter(run_id=run_id).values("role", "email", "phone", "slack_user"))
+        if contacts is None:
+            contacts = list(Contact.objects.filter(run_id=run_id))
+        contacts = [{"role": c.role, "email": c.email, "phone": c.phone, "slack_user": c.slack_user} for c in contacts]
         files = _files(run_id, [payload for _, _, payload in rows])
         messages = [_message(pk, kind, payload, contacts=contacts, files=files) for pk, kind, payload in rows]
     human: list[dict] = []

@@ -23,11 +23,9 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from connectors import message_ids
-from connectors.models import Identity
 from runs.context import EpisodeContext
 from runs.llm import journaled, providers
 from runs.llm.base import ChatRequest
-from runs.models import Episode, EpisodeKind
 
 # Characters a message may have; SMS: Twilio's limit for a concatenated message.
 MAX_CHARS = {"sms": 1600, "slack": 40_000, "voice": 4_000, "email": 100_000}
@@ -108,8 +106,9 @@ def _foreign_references(ctx: EpisodeContext, text: str) -> list[str]:
 def _known_text(ctx: EpisodeContext) -> str:
     """What the run trusts: its contacts and identities, and text from the builder, the integrator and humans."""
     plan = ctx.plan
-    identities = Identity.objects.filter(organization_id=ctx.run.organization_id).values_list("address", flat=True)
-    answers = Episode.objects.filter(run_id=ctx.run_id, kind=EpisodeKind.HUMAN_ANSWER).values_list("payload", flat=True)
+    # Read once per episode with its facts (runs.episode_facts), not once per send.
+    identities = [identity.address for identity in ctx.facts.identities]
+    answers = [payload for _, payload in ctx.facts.human_answers]
     parts = [
         plan.get("instructions") or "", json.dumps((plan.get("model") or {}).get("scripted") or {}),
         json.dumps(plan.get("tasks") or []), ctx.run.goal, json.dumps(ctx.run.inputs or {}, default=str),

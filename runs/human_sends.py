@@ -9,7 +9,7 @@ own words), never a suppression: an opted-out address is not written to.
 
 from __future__ import annotations
 
-from runs import outbox, tool_executor, tools
+from runs import episode_records, outbox, tool_executor
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.models import Contact, EpisodeKind, JournalKind
 from runs.send_outcomes import SendOutcome
@@ -27,11 +27,11 @@ def run(ctx: EpisodeContext) -> EpisodeOutcome:
     outcome = EpisodeOutcome()
     contact = _contact(ctx, spec)
     if contact is None:
-        tools.record(ctx, JournalKind.NOTE, {"runtime": True, "human_send": spec.get("tool"),
+        episode_records.record(ctx, JournalKind.NOTE, {"runtime": True, "human_send": spec.get("tool"),
                                              "text": "the contact is no longer on the run: nothing sent"})
         return outcome
     sent = _send(ctx, spec, contact=contact)
-    tools.record(ctx, JournalKind.TOOL_RESULT, {"name": spec["tool"], "human_send": True,
+    episode_records.record(ctx, JournalKind.TOOL_RESULT, {"name": spec["tool"], "human_send": True,
                                                 "override": bool(spec.get("override")),
                                                 "escalation_id": ctx.episode.payload.get("escalation_id"),
                                                 "result": {"status": sent.status, "detail": sent.message}})
@@ -49,7 +49,7 @@ def _send(ctx: EpisodeContext, spec: dict, *, contact: Contact) -> SendOutcome:
     recipient = outbox.normalize_recipient(spec["channel"], contact)
     key = outbox.idem_key(run_id=ctx.run_id, episode_id=ctx.episode.pk, task_key="human", tool=spec["tool"],
                           recipient=recipient, ordinal=0)
-    message = outbox.find(key) or outbox.open_row(
+    message = outbox.open_row(
         ctx, key=key, tool=spec["tool"], channel=spec["channel"], recipient=recipient, task_key="human",
         ordinal=0, payload=spec["payload"], human_override=bool(spec.get("override")))
     return tool_executor.deliver(ctx, message)

@@ -2,24 +2,42 @@
 
 The only module that writes JournalEntry. Every write is fenced by the run's
 lease (runs.leases.fence), so a worker that lost its lease records nothing, and
-the fence's row lock serialises a run's writers, which makes `max(seq) + 1` safe.
-Entries written together (`write`) take consecutive seqs in one transaction:
-one seq lookup and one insert for the batch.
+the fence's row lock serialises a run's writers. Seqs are handed out by the run
+row's `journal_seq`, moved on in the statement that locks it: an episode's
+entries ride on its fence's own statement (`rider`), other writers (a human's
+answer) update the counter and insert (`write`). No seq lookup either way.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
-from django.db.models import F, Max, QuerySet
+from django.db import connection
+from django.db.models import QuerySet
+from django.utils import timezone
 
 from runs import leases
 from runs.models import JournalEntry, JournalKind, Run
 
-COST_PLACES = Decimal(1).scaleb(-Run._meta.get_field("cost_used").decimal_places)
+# The entries of a fence's rider, numbered after the run's last seq (the fenced row's journal_seq already counts
+# them). Params: j_* arrays, one element per entry, in order.
+RIDER_SQL = """,
+journal_rows AS (
+    INSERT INTO runs_journalentry (run_id, episode_id, seq, kind, data, request_hash, model_name, model_provider,
+                                   tokens_in, tokens_out, cost, at, created_at)
+    SELECT fenced.id, e.episode_id, fenced.journal_seq - %(j_count)s + e.ord, e.kind, e.data::jsonb,
+           e.request_hash, e.model_name, e.model_provider, e.tokens_in, e.tokens_out, e.cost, e.at, %(j_created)s
+      FROM fenced,
+           unnest(%(j_episode)s::bigint[], %(j_kind)s::varchar[], %(j_data)s::text[], %(j_hash)s::varchar[],
+                  %(j_model)s::varchar[], %(j_provider)s::varchar[], %(j_in)s::integer[], %(j_out)s::integer[],
+                  %(j_cost)s::numeric[], %(j_at)s::timestamptz[])
+           WITH ORDINALITY AS e(episode_id, kind, data, request_hash, model_name, model_provider, tokens_in,
+                                tokens_out, cost, at, ord)
+)"""
 
 
 @dataclass(frozen=True)
@@ -72,37 +90,55 @@ def append(
         return write(run, [entry])[0]
 
 
+def rider(entries: Sequence[Entry]) -> leases.Rider:
+    """`entries` as rows the fence's own statement writes (runs.leases.fence), with their usage: the fenced row's
+    journal_seq, moved on by their number, is the last seq they take."""
+    if not entries:
+        return leases.Rider()
+    params = {
+        "j_episode": [entry.episode_id for entry in entries], "j_kind": [entry.kind for entry in entries],
+        "j_data": [json.dumps(entry.data) for entry in entries],
+        "j_hash": [entry.request_hash for entry in entries], "j_model": [entry.model_name for entry in entries],
+        "j_provider": [entry.model_provider for entry in entries],
+        "j_in": [entry.tokens_in for entry in entries], "j_out": [entry.tokens_out for entry in entries],
+        "j_cost": [entry.cost for entry in entries], "j_at": [entry.at for entry in entries],
+        "j_count": len(entries), "j_created": timezone.now(),
+    }
+    return leases.Rider(sql=RIDER_SQL, params=params, journal_entries=len(entries),
+                        tokens=sum(entry.tokens_in + entry.tokens_out for entry in entries),
+                        cost=sum((entry.cost for entry in entries), Decimal(0)),
+                        steps=sum(entry.steps for entry in entries))
+
+
 def write(run: Run, entries: Sequence[Entry]) -> list[JournalEntry]:
     """Record `entries` in order and charge their usage to the run; call under the run's fence with its locked row.
 
     Tokens, cost and steps land in the run's usage counters in the same
     transaction, so usage and journal never disagree; `run`'s counters are
-    brought up to date too (the lock makes them exact).
+    brought up to date too (the lock makes them exact). The run row's journal_seq hands out the seqs.
+    A fence can write entries in its own statement instead (`rider`).
     """
     if not entries:
         return []
-    last = JournalEntry.objects.filter(run_id=run.pk).aggregate(last=Max("seq"))["last"] or 0
-    rows = JournalEntry.objects.bulk_create([
+    charge = rider(entries)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """UPDATE runs_run SET journal_seq = journal_seq + %s, tokens_used = tokens_used + %s,
+                      cost_used = cost_used + %s, steps_used = steps_used + %s
+                WHERE id = %s RETURNING journal_seq, tokens_used, cost_used, steps_used""",
+            [len(entries), charge.tokens, charge.cost, charge.steps, run.pk],
+        )
+        last, run.tokens_used, run.cost_used, run.steps_used = cursor.fetchone()
+    first = last - len(entries)
+    return JournalEntry.objects.bulk_create([
         JournalEntry(
-            run_id=run.pk, episode_id=entry.episode_id, seq=last + offset, kind=entry.kind, data=entry.data,
+            run_id=run.pk, episode_id=entry.episode_id, seq=first + offset, kind=entry.kind, data=entry.data,
             at=entry.at, request_hash=entry.request_hash, model_name=entry.model_name,
             model_provider=entry.model_provider, tokens_in=entry.tokens_in, tokens_out=entry.tokens_out,
             cost=entry.cost,
         )
         for offset, entry in enumerate(entries, start=1)
     ])
-    tokens = sum(entry.tokens_in + entry.tokens_out for entry in entries)
-    cost = sum((entry.cost for entry in entries), Decimal(0))
-    steps = sum(entry.steps for entry in entries)
-    if tokens or cost or steps:
-        Run.objects.filter(pk=run.pk).update(
-            tokens_used=F("tokens_used") + tokens, cost_used=F("cost_used") + cost, steps_used=F("steps_used") + steps,
-        )
-        run.tokens_used += tokens
-        # Rounded like the column stores it, so the in-memory row reads as a fresh one would.
-        run.cost_used = (run.cost_used + cost).quantize(COST_PLACES, rounding=ROUND_HALF_UP)
-        run.steps_used += steps
-    return rows
 
 
 def find_replay(episode_id: int, request_hash: str, *, occurrence: int) -> JournalEntry | None:
@@ -118,11 +154,6 @@ def find_replay(episode_id: int, request_hash: str, *, occurrence: int) -> Journ
     ).order_by("seq")
     matches = list(entries[occurrence - 1 : occurrence])
     return matches[0] if matches else None
-
-
-def first_entry_at(episode_id: int) -> datetime | None:
-    """When the episode's first entry was written (an earlier execution of it), or None: it never ran."""
-    return JournalEntry.objects.filter(episode_id=episode_id).order_by("seq").values_list("at", flat=True).first()
 
 
 def entries_for(run_id: int) -> QuerySet[JournalEntry]:

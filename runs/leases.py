@@ -7,14 +7,21 @@ locks the run row and checks the epoch first: a worker that lost its lease
 (paused, partitioned, reaped) writes nothing.
 """
 
+from __future__ import annotations
+
 import contextlib
+import itertools
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
 
+from agents.models import Organization
+from runs import json_rows, plan_cache
 from runs.models import Run
 
 logger = logging.getLogger(__name__)
@@ -42,8 +49,8 @@ def claim(run_id: int, *, owner: str) -> int | None:
 
 
 def renew(run_id: int, *, epoch: int) -> bool:
-    """Extend the lease; False means it was lost and the holder must stop."""
-    with transaction.atomic(), connection.cursor() as cursor:
+    """Extend the lease; False means it was lost and the holder must stop. One statement, no transaction."""
+    with connection.cursor() as cursor:
         cursor.execute(
             """
             UPDATE runs_run SET lease_expires_at = statement_timestamp() + make_interval(secs => %s)
@@ -54,27 +61,137 @@ def renew(run_id: int, *, epoch: int) -> bool:
         return cursor.rowcount == 1
 
 
+def holds(run_id: int, *, epoch: int, seconds_left: float) -> bool:
+    """Whether the lease is still ours with at least `seconds_left` to run: a read, no write (and so no commit
+    to wait for). False says nothing about who holds it: renew to find out."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT 1 FROM runs_run
+             WHERE id = %s AND lease_epoch = %s AND lease_owner IS NOT NULL
+               AND lease_expires_at > statement_timestamp() + make_interval(secs => %s)
+            """,
+            [run_id, epoch, seconds_left],
+        )
+        return cursor.fetchone() is not None
+
+
 def release(run_id: int, *, epoch: int) -> None:
-    with transaction.atomic(), connection.cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE runs_run SET lease_owner = NULL, lease_expires_at = NULL WHERE id = %s AND lease_epoch = %s",
             [run_id, epoch],
         )
 
 
+# Rows returned beside the run's own columns: its organization, and its contacts (the episode's hot path reads
+# both with the lease, runs.episode_loads). `{run}` is the run row's name in the statement.
+ORGANIZATION_COLUMN = "(SELECT row_to_json(o) FROM agents_organization o WHERE o.id = {run}.organization_id)"
+CONTACTS_COLUMN = ("(SELECT coalesce(json_agg(c ORDER BY c.role, c.id), '[]') FROM runs_contact c"
+                   " WHERE c.run_id = {run}.id)")
+
+
+@dataclass(frozen=True)
+class Rider:
+    """Rows the fence's own statement writes: `sql` is one or more data-modifying CTEs (", name AS (INSERT ...)")
+    that read the fenced row as `fenced` (and write nothing when it is empty: the epoch moved), with their named
+    parameters; `returning` adds columns to the statement's result (", (SELECT id FROM name) AS name"), read as
+    attributes of the run row it returns. `journal_entries` entries take the run's next journal seqs
+    (fenced.journal_seq is the last of them) and their usage is added to the run's counters. Riders add up;
+    names must be unique within a statement (`tag`)."""
+
+    sql: str = ""
+    params: dict = field(default_factory=dict)
+    returning: str = ""
+    journal_entries: int = 0
+    tokens: int = 0
+    cost: Decimal = Decimal(0)
+    steps: int = 0
+
+    def __add__(self, other: Rider) -> Rider:
+        return Rider(sql=self.sql + other.sql, params={**self.params, **other.params},
+                     returning=self.returning + other.returning,
+                     journal_entries=self.journal_entries + other.journal_entries, tokens=self.tokens + other.tokens,
+                     cost=self.cost + other.cost, steps=self.steps + other.steps)
+
+
+_tags = itertools.count(1)
+
+
+def tag() -> int:
+    """A number that makes a rider's CTE and parameter names unique in the statement it joins."""
+    return next(_tags)
+
+
+def claim_run(run_id: int, *, owner: str) -> Run | None:
+    """claim, returning the run row as the claim left it (organization and contacts attached), or None if held.
+
+    The same statement clears the run's queue mark (runs.queue.mark_started): a task for the run has started.
+    Call inside the transaction that goes on to load and start the episode (runs.episode_loads).
+    """
+    rows = list(Run.objects.raw(
+        f"""
+        UPDATE runs_run
+           SET lease_owner = %s, lease_epoch = lease_epoch + 1,
+               lease_expires_at = statement_timestamp() + make_interval(secs => %s), advance_enqueued_at = NULL
+         WHERE id = %s AND (lease_owner IS NULL OR lease_expires_at < statement_timestamp())
+     RETURNING {plan_cache.columns("runs_run")}, {_children("runs_run")}
+        """,  # noqa: S608 (constants; every value is a parameter)
+        [owner, settings.LUCIA_LEASE_SECONDS, run_id],
+    ))
+    return _with_children(plan_cache.attach(rows[0])) if rows else None
+
+
 @contextlib.contextmanager
-def fence(run_id: int, *, epoch: int, select_related: Sequence[str] = ()) -> Iterator[Run]:
+def fence(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False) -> Iterator[Run]:
     """A transaction in which the run row is locked and still ours; raises LeaseLost otherwise.
 
-    Keep the body short and free of network calls: the row lock is held until it ends.
-    `select_related` rows come along in the same query, unlocked (`of`: only the run row is locked).
+    Its first statement is an UPDATE conditioned on the epoch (`write`), which locks the row, extends the lease
+    and writes `rider`'s rows. Keep the body short and free of network calls: the row lock is held until it
+    ends. `with_children`: the organization and the contacts come along (`run.organization`, `run.contact_rows`).
     """
     with transaction.atomic():
-        runs = Run.objects.select_related(*select_related) if select_related else Run.objects
-        run = runs.select_for_update(no_key=True, of=("self",)).get(pk=run_id)
-        if run.lease_epoch != epoch or run.lease_owner is None:
-            raise LeaseLost(f"run {run_id}: lease epoch is {run.lease_epoch}, this worker holds {epoch}")
-        yield run
+        yield write(run_id, epoch=epoch, rider=rider, with_children=with_children)
+
+
+def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False) -> Run:
+    """A fenced write in one statement, atomic by itself (no transaction around it unless the caller's):
+    an UPDATE conditioned on the epoch, which locks the row, extends the lease (the holder is alive: a send that
+    follows keeps any successor out until it is done) and writes `rider`'s rows. Nothing is written when the
+    epoch moved: raises LeaseLost. Returns the run row as the statement left it."""
+    rider = rider or Rider()
+    params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
+              "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
+    children = f", {_children('fenced')}" if with_children else ""
+    rows = list(Run.objects.raw(
+        f"""
+        WITH fenced AS (
+            UPDATE runs_run
+               SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
+                   journal_seq = journal_seq + %(entries)s, tokens_used = tokens_used + %(tokens)s,
+                   cost_used = cost_used + %(cost)s, steps_used = steps_used + %(steps)s
+             WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
+         RETURNING *
+        ){rider.sql}
+        SELECT {plan_cache.columns("fenced")}{children}{rider.returning} FROM fenced
+        """,  # noqa: S608 (constants; every value is a parameter)
+        params,
+    ))
+    if not rows:
+        current = Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).first()
+        raise LeaseLost(f"run {run_id}: lease epoch is {current}, this worker holds {epoch}")
+    run = plan_cache.attach(rows[0])
+    return _with_children(run) if with_children else run
+
+
+def _children(run: str) -> str:
+    return (f"{ORGANIZATION_COLUMN.format(run=run)} AS organization_row,"
+            f" {CONTACTS_COLUMN.format(run=run)} AS contact_rows")
+
+
+def _with_children(run: Run) -> Run:
+    run.organization = json_rows.instance(Organization, run.organization_row)
+    return run
 
 
 class Heartbeat:
@@ -92,7 +209,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-heartbeat-{run_id}", daemon=True)
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         self._thread.start()
         return self
 

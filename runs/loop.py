@@ -17,11 +17,22 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from runs import absences, contact_memory, evidence, journal, model_outages, promises, prompts, tool_executor, tools
+from runs import (
+    absences,
+    contact_memory,
+    episode_records,
+    evidence,
+    model_outages,
+    promises,
+    prompts,
+    tool_executor,
+    tools,
+)
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.llm import journaled, providers
 from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, function_tools
 from runs.models import EscalationKind, JournalKind
+from runs.tool_session import ToolSession
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +41,7 @@ DEFAULT_MAX_STEPS = 6
 
 def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
     """Run the loop; with `flush=False` the last journal entries stay in ctx.pending for the caller's fence."""
-    session = tools.ToolSession()
+    session = ToolSession()
     # Sends a human confirmed were not sent (or a transient refusal left pending) go out first, by their own key.
     tool_executor.flush_pending(ctx)
     # "Email me instead": the contact's own words move their follow-ups, before the model answers them.
@@ -40,7 +51,7 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
     # A promise whose date and grace passed with its task open is broken before the model writes (runs.promises).
     promises.review(ctx)
     model = ctx.plan.get("model") or {}
-    started = journal.first_entry_at(ctx.episode.pk)
+    started = ctx.facts.first_entry_at
     # An episode that never journaled anything has nothing to replay: its model calls skip the lookup.
     replay = started is not None
     facts = prompts.metadata(ctx, now=started or ctx.now)
@@ -65,7 +76,8 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
         if not reply.tool_calls or _run_tools(ctx, session, reply, messages):
             break
     else:
-        tools.record(ctx, JournalKind.NOTE, {"text": "episode reached model.max_steps_per_episode", "runtime": True})
+        episode_records.record(ctx, JournalKind.NOTE,
+                               {"text": "episode reached model.max_steps_per_episode", "runtime": True})
     settle_tasks(ctx)
     if flush:
         ctx.flush()
@@ -77,7 +89,7 @@ def _check_lease(ctx: EpisodeContext) -> None:
         ctx.heartbeat.check()
 
 
-def _ask(ctx: EpisodeContext, session: tools.ToolSession, provider, request: ChatRequest,
+def _ask(ctx: EpisodeContext, session: ToolSession, provider, request: ChatRequest,
          occurrences: Counter, *, replay: bool) -> ModelReply | None:
     """The model's reply, or None after a failure retrying cannot fix (escalated: a model failure never sends).
 
@@ -105,7 +117,7 @@ def _ask(ctx: EpisodeContext, session: tools.ToolSession, provider, request: Cha
     return reply
 
 
-def _run_tools(ctx: EpisodeContext, session: tools.ToolSession, reply: ModelReply, messages: list[dict]) -> bool:
+def _run_tools(ctx: EpisodeContext, session: ToolSession, reply: ModelReply, messages: list[dict]) -> bool:
     """Run the reply's tool calls in order; True when the loop must stop."""
     for call in reply.tool_calls:
         result = tools.dispatch(ctx, call, session=session, flush=False)
@@ -115,8 +127,8 @@ def _run_tools(ctx: EpisodeContext, session: tools.ToolSession, reply: ModelRepl
     return False
 
 
-def _stuck(ctx: EpisodeContext, session: tools.ToolSession, prompt: str, *, reason: str) -> None:
-    tools.escalate(ctx, kind=EscalationKind.STUCK, prompt=prompt,
+def _stuck(ctx: EpisodeContext, session: ToolSession, prompt: str, *, reason: str) -> None:
+    episode_records.escalate(ctx, kind=EscalationKind.STUCK, prompt=prompt,
                    context={"reason": reason, "episode_seq": ctx.episode.seq})
     session.outcome.escalated = True
     session.stop = True
@@ -129,7 +141,8 @@ def settle_tasks(ctx: EpisodeContext) -> None:
              if spec["key"] in open_keys and (spec.get("done_when") or {}).get("type")]
     if not specs:
         return
-    held = evidence.gather(ctx.run_id, current=ctx.episode, checks={spec["done_when"]["type"] for spec in specs})
+    held = evidence.gather(ctx.run_id, current=ctx.episode, checks={spec["done_when"]["type"] for spec in specs},
+                           episodes=ctx.facts.messages, contacts=ctx.contacts)
     for spec in specs:
         tools.settle_task(ctx, spec, evidence_ref="runtime", held=held)
 

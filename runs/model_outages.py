@@ -107,15 +107,16 @@ def postpone(run: Run, episode: Episode, *, error: ModelError) -> datetime:
     return retry_at
 
 
-def recovered(run: Run, episode: Episode) -> bool:
-    """End the run's outage if this episode reached the model; under the fence. True when an outage ended.
+def recovered(run: Run, episode: Episode) -> list[str]:
+    """End the run's outage if this episode reached the model; under the fence. Returns the run fields it changed
+    (["state"] when an outage ended) for the closing write to save (runs.execution._close).
 
     Costs no query outside an outage."""
     outage = run.state.get(STATE_KEY)
     if not outage:
-        return False
+        return []
     if not JournalEntry.objects.filter(episode_id=episode.pk, kind=JournalKind.MODEL_CALL).exists():
-        return False  # a flush or a human send: the model was not asked, the outage may go on
+        return []  # a flush or a human send: the model was not asked, the outage may go on
     now = clock.now(run)
     lasted = now - datetime.fromisoformat(outage["since"])
     note = f"The model answered again after {_hours(lasted)} ({outage.get('failures', 0)} failed attempts); " \
@@ -128,8 +129,7 @@ def recovered(run: Run, episode: Episode) -> bool:
               "failures": outage.get("failures", 0)},
     )])
     run.state = {key: value for key, value in run.state.items() if key != STATE_KEY}
-    run.save(update_fields=["state", "updated_at"])
-    return True
+    return ["state"]
 
 
 def _hours(lasted: timedelta) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from runs import outbox, tool_executor
 from runs.context import EpisodeContext
 from runs.models import Contact
-from runs.tools import ToolSession, error, open_tasks
+from runs.tool_session import ToolSession, error
 
 TOOL_CHANNEL = {"send_email": "email", "send_sms": "sms", "send_slack": "slack", "place_call": "voice"}
 # The argument that carries the text a person reads (or the call brief), per tool.
@@ -72,6 +72,6 @@ def _payload(tool: str, args: dict) -> dict:
 
 def _task_for_role(ctx: EpisodeContext, role: str) -> str:
     """The task this send chases: the first open task of the role, else the role's first task."""
-    pending = open_tasks(ctx)
+    pending = ctx.open_task_keys()
     keys = [t["key"] for t in ctx.plan.get("tasks", []) if t.get("contact_role") == role]
     return next((key for key in keys if key in pending), keys[0] if keys else "")

@@ -15,16 +15,18 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime
 
-from django.db import transaction
-from django.db.models import Min, Q
+from django.db import connection, transaction
+from django.db.models import Q
 
 from connectors import addresses
-from runs import clock, escalations
+from runs import clock, escalations, leases
 from runs.context import EpisodeContext
 from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Run
 
 # Rows that reached (or may have reached) the recipient: what per-contact caps count.
 COUNTED_STATUSES = (OutboxStatus.SENDING, OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
+# What `mark_sent` moves from (runs.models.outbox).
+SENT_FROM = (OutboxStatus.SENDING, OutboxStatus.UNCERTAIN, OutboxStatus.PENDING)
 NOTICE_TOOL = "notify_escalation"
 
 
@@ -42,10 +44,6 @@ def normalize_recipient(channel: str, contact: Contact) -> str:
 def idem_key(*, run_id: int, episode_id: int, task_key: str, tool: str, recipient: str, ordinal: int) -> str:
     parts = (str(run_id), str(episode_id), task_key, tool, recipient, str(ordinal))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()
-
-
-def find(key: str) -> OutboxMessage | None:
-    return OutboxMessage.objects.filter(idem_key=key).first()
 
 
 def unsettled_for(run_id: int) -> list[OutboxMessage]:
@@ -74,22 +72,65 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
 
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
              ordinal: int, payload: dict, not_before: datetime | None = None,
-             awaiting_approval: bool = False, human_override: bool = False) -> OutboxMessage:
+             awaiting_approval: bool = False, human_override: bool = False, sending: bool = False,
+             guarded: bool = False) -> OutboxMessage | None:
     """The row for `key`, created pending when new; an existing row keeps its first payload.
 
     `not_before` holds the send (the window is closed or a cap is reached): the row waits for a flush.
     `awaiting_approval`: a draft that nothing sends until a human approves it (runs.approvals).
+    `sending`: the attempt begins with the row (begin_send in the same write): the caller sends right after
+    this fence, which confirmed and extended the lease.
+
+    `guarded`: the statement writes the row only if the address is still not suppressed and no human has taken
+    the run over (the checks read those at the episode's start); None when one of them stopped it.
+
+    The episode's rows were read with its facts (runs.episode_facts) and the key names the episode, so only
+    this lease holder can have written one: the row is found there or inserted, never looked up.
     """
+    existing = ctx.facts.outbox_by_key.get(key)
+    if existing is not None:
+        return existing
     status = OutboxStatus.AWAITING_APPROVAL if awaiting_approval else OutboxStatus.PENDING
-    with ctx.fence():
-        message, _ = OutboxMessage.objects.get_or_create(
-            idem_key=key,
-            defaults={"run_id": ctx.run_id, "episode_id": ctx.episode.pk, "task_key": task_key, "tool": tool,
-                      "channel": channel, "recipient": recipient, "ordinal": ordinal, "payload": payload,
-                      "created_at": ctx.now, "not_before": not_before, "status": status,
-                      "human_override": human_override},
-        )
+    message = OutboxMessage(
+        idem_key=key, run_id=ctx.run_id, episode_id=ctx.episode.pk, task_key=task_key, tool=tool, channel=channel,
+        recipient=recipient, ordinal=ordinal, payload=payload, created_at=ctx.now, not_before=not_before,
+        status=OutboxStatus.SENDING if sending else status, human_override=human_override,
+        attempts=1 if sending else 0, attempted_at=clock.wall_now() if sending else None,
+    )
+    # One statement: the fence, the pending journal entries (the tool call) and the row.
+    rider = _insert_rider(message, guarded=guarded)
+    run = ctx.write(rider)
+    message.pk = getattr(run, rider.returning.rpartition(" AS ")[2])
+    if message.pk is None:
+        return None
+    message._state.adding = False
+    ctx.facts.remember_row(message)
+    if sending:
+        ctx.facts.count_send(message)
     return message
+
+
+# The guard of a new send (open_row(guarded=True)): written only while the address is not suppressed and no
+# human has taken the run over, as the statement sees them under the run's lock.
+GUARD_SQL = """
+     WHERE NOT EXISTS (SELECT 1 FROM connectors_suppression s WHERE s.organization_id = fenced.organization_id
+                          AND s.channel = %({name}_channel)s AND s.address = %({name}_recipient)s)
+       AND NOT EXISTS (SELECT 1 FROM runs_escalation x
+                        WHERE x.run_id = fenced.id AND x.kind = 'handoff' AND x.status = 'open')"""
+
+
+def _insert_rider(message: OutboxMessage, *, guarded: bool) -> leases.Rider:
+    """The row's INSERT as a rider of the fence's statement (written only when the fence holds)."""
+    name = f"outbox_row_{leases.tag()}"
+    fields = [field for field in OutboxMessage._meta.concrete_fields if not field.primary_key]
+    params = {f"{name}_{field.attname}": field.get_db_prep_save(getattr(message, field.attname), connection)
+              for field in fields}
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    values = ", ".join(f"%({name}_{field.attname})s" for field in fields)
+    guard = GUARD_SQL.replace("{name}", name) if guarded else ""
+    # Names and columns are the model's own; every value is a parameter.
+    sql = f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced{guard} RETURNING id)"  # noqa: S608
+    return leases.Rider(sql=sql, params=params, returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608
 
 
 def release_draft(message_id: int, *, payload: dict | None = None) -> OutboxMessage | None:
@@ -130,13 +171,6 @@ def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -
     return locked
 
 
-def earliest_held(run_id: int) -> datetime | None:
-    """When the run's first held row may go out (or be looked up); None when nothing is held."""
-    rows = OutboxMessage.objects.filter(run_id=run_id, status__in=(OutboxStatus.PENDING, OutboxStatus.SENDING),
-                                        not_before__isnull=False)
-    return rows.aggregate(at=Min("not_before"))["at"]
-
-
 def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | None:
     """pending|sending → sending with one more attempt, stamped with the wall time of the attempt (a later
     lookup waits for its settle window from there); None when the row moved on (nothing to send)."""
@@ -149,20 +183,40 @@ def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | N
         locked.not_before = None
         locked.lookups = 0
         locked.save(update_fields=["status", "attempts", "attempted_at", "not_before", "lookups"])
+    if ctx.loaded_facts is not None:
+        ctx.loaded_facts.count_send(locked)
     return locked
 
 
 def record_sent(ctx: EpisodeContext, message: OutboxMessage, *, provider_message_id: str) -> OutboxMessage:
-    with ctx.fence():
-        locked = _locked(message)
-        if locked.status != OutboxStatus.SENT:
-            locked.mark_sent()
-            locked.provider_message_id = (provider_message_id or "")[:200]
-            locked.sent_at = ctx.now
-            locked.error = ""
-            locked.not_before = None
-            locked.save(update_fields=["status", "provider_message_id", "sent_at", "error", "not_before"])
-    return locked
+    """The provider took it: `sent`, written by the episode's next fence (its close, usually) with whatever else
+    that fence writes. Until then the row reads `sending`, which is what a crash in between must leave: the
+    next attempt asks the provider and adopts the send (runs.provider_faults)."""
+    if message.status != OutboxStatus.SENT:
+        message.mark_sent()
+        message.provider_message_id = (provider_message_id or "")[:200]
+        message.sent_at = ctx.now
+        message.error = ""
+        message.not_before = None
+        ctx.pending_riders.append(_sent_rider(message))
+    return message
+
+
+def _sent_rider(message: OutboxMessage) -> leases.Rider:
+    """The `sent` write as a rider of the next fence's statement; a row that settled otherwise meanwhile is
+    left as it is."""
+    name = f"outbox_sent_{leases.tag()}"
+    return leases.Rider(
+        sql=f""",
+{name} AS (
+    UPDATE runs_outboxmessage
+       SET status = 'sent', provider_message_id = %({name}_provider)s, sent_at = %({name}_at)s, error = '',
+           not_before = NULL
+     WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced)
+)""",  # noqa: S608 (constants; every value is a parameter)
+        params={f"{name}_provider": message.provider_message_id, f"{name}_at": message.sent_at,
+                f"{name}_id": message.pk, f"{name}_from": list(SENT_FROM)},
+    )
 
 
 def record_failed(ctx: EpisodeContext, message: OutboxMessage, *, error: str) -> OutboxMessage:

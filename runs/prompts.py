@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from runs import acknowledgements, journal, promises, senders
+from runs import acknowledgements, episode_loads, promises, senders
 from runs.context import EpisodeContext
-from runs.models import Episode, EpisodeKind, Escalation, JournalEntry, JournalKind, Task
+from runs.models import EpisodeKind, Escalation, Task
 from runs.policy import cadence
 
-SUMMARY_ENTRIES = 20
+SUMMARY_ENTRIES = episode_loads.HISTORY_ENTRIES
 SUMMARY_CHARS = 240
 EARLIER_REPLIES = 10
 EVENT_TEXT_CHARS = 8000
@@ -40,7 +40,7 @@ RULES = """Rules:
 
 def episode_now(ctx: EpisodeContext) -> datetime:
     """The run's clock when this episode first ran (its first journal entry), else now."""
-    return journal.first_entry_at(ctx.episode.pk) or ctx.now
+    return ctx.facts.first_entry_at or ctx.now
 
 
 def messages(ctx: EpisodeContext, facts: dict) -> list[dict]:
@@ -158,26 +158,24 @@ def _role_of_sender(ctx: EpisodeContext, sender: str, *, channel: str = "") -> s
 
 def _human_guidance(ctx: EpisodeContext) -> list[str]:
     """Guidance humans gave the agent (answer guide_agent) up to this episode: read, never sent as is."""
-    answers = Episode.objects.filter(run_id=ctx.run_id, kind=EpisodeKind.HUMAN_ANSWER, seq__lte=ctx.episode.seq)
-    return [a.payload["guidance"] for a in answers.order_by("seq") if (a.payload or {}).get("guidance")]
+    return [payload["guidance"] for payload in ctx.facts.answers_up_to(ctx.episode.seq) if payload.get("guidance")]
 
 
 def _human_answers(ctx: EpisodeContext) -> list[str]:
     """Answers that reached the run up to this episode (by episode order, so a late answer cannot change it)."""
-    answers = Episode.objects.filter(run_id=ctx.run_id, kind=EpisodeKind.HUMAN_ANSWER, seq__lte=ctx.episode.seq)
-    return [a.payload.get("answer") for a in answers.order_by("seq") if (a.payload or {}).get("answer")]
+    return [payload.get("answer") for payload in ctx.facts.answers_up_to(ctx.episode.seq) if payload.get("answer")]
 
 
 def _earlier_replies(ctx: EpisodeContext) -> list[dict]:
     """The contacts' earlier replies in this run, oldest first (the latest EARLIER_REPLIES): what they already
     said, e.g. a claim they repeat."""
-    earlier = Episode.objects.filter(run_id=ctx.run_id, kind__in=(EpisodeKind.INBOUND, EpisodeKind.CALL_REPORT),
-                                     seq__lt=ctx.episode.seq).order_by("-seq")[:EARLIER_REPLIES]
+    # The run's inbound and call-report episodes, read with the episode (runs.episode_loads), by seq.
+    earlier = [message for message in ctx.facts.messages if message["seq"] < ctx.episode.seq][-EARLIER_REPLIES:]
     replies = []
-    for episode in reversed(list(earlier)):
-        payload = episode.payload or {}
+    for message in earlier:
+        payload = message["payload"] or {}
         replies.append({
-            "seq": episode.seq,
+            "seq": message["seq"],
             "contact_role": _role_of_sender(ctx, payload.get("from", ""), channel=payload.get("channel") or ""),
             "text": str(payload.get("text") or payload.get("transcript") or "")[:SUMMARY_CHARS],
             "attachments": sum(1 for a in payload.get("attachments") or [] if a.get("stored")),
@@ -186,11 +184,10 @@ def _earlier_replies(ctx: EpisodeContext) -> list[dict]:
 
 
 def _journal_summary(ctx: EpisodeContext) -> list[str]:
-    earlier = JournalEntry.objects.filter(run_id=ctx.run_id, episode__seq__lt=ctx.episode.seq).exclude(
-        kind=JournalKind.MODEL_CALL
-    )
-    entries = list(earlier.order_by("-seq")[:SUMMARY_ENTRIES])[::-1]
-    return [f"{e.at:%Y-%m-%d %H:%M} {e.kind}: {json.dumps(e.data, default=str)[:SUMMARY_CHARS]}" for e in entries]
+    # The journal before this episode, model calls left out, read with the episode (runs.episode_loads).
+    entries = ctx.facts.history[-SUMMARY_ENTRIES:]
+    return [f"{e['at']:%Y-%m-%d %H:%M} {e['kind']}: {json.dumps(e['data'], default=str)[:SUMMARY_CHARS]}"
+            for e in entries]
 
 
 def _describe(ctx: EpisodeContext, facts: dict) -> str:

@@ -35,9 +35,9 @@ from connectors.base import Connector, ConnectorError, LookupResult, OutboundMes
 from connectors.models import Channel, SuppressionReason
 from runs import clock, escalations, outbox, send_outcomes
 from runs.context import EpisodeContext
+from runs.episode_records import record
 from runs.models import JournalKind, OutboxMessage, OutboxStatus
 from runs.send_outcomes import SendOutcome
-from runs.tools import record
 
 logger = logging.getLogger(__name__)
 

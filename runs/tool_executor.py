@@ -23,9 +23,9 @@ from datetime import datetime
 
 from django.conf import settings
 
-from connectors import message_ids, registry, suppressions
+from connectors import message_ids, registry
 from connectors.base import Connector, ConnectorError, OutboundMessage
-from connectors.models import Channel, Identity, InboundMessage
+from connectors.models import Channel, Identity
 from runs import (
     approvals,
     clock,
@@ -39,9 +39,9 @@ from runs import (
     send_outcomes,
 )
 from runs.context import EpisodeContext
+from runs.episode_records import escalate, record
 from runs.models import Contact, Episode, EpisodeKind, EscalationKind, JournalKind, OutboxMessage, OutboxStatus
 from runs.send_outcomes import SendOutcome
-from runs.tools import escalate, record
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +50,17 @@ THREAD_LOOKBACK = 20
 
 
 def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, payload: dict, task_key: str,
-            ordinal: int) -> SendOutcome:
-    """Send once per key. Raises ModelError (guardrail model), LeaseLost; provider faults are outcomes (held)."""
+            ordinal: int, checked_again: bool = False) -> SendOutcome:
+    """Send once per key. Raises ModelError (guardrail model), LeaseLost; provider faults are outcomes (held).
+
+    The checks read the episode's facts (runs.episode_facts, read when it started); the row's own statement
+    checks suppression and a human's takeover again, and when either arrived since, the facts are read again
+    and the checks run once more (`checked_again`), so the block is journaled as any other.
+    """
     recipient = outbox.normalize_recipient(channel, contact)
     key = outbox.idem_key(run_id=ctx.run_id, episode_id=ctx.episode.pk, task_key=task_key, tool=tool,
                           recipient=recipient, ordinal=ordinal)
-    message = outbox.find(key)
+    message = ctx.facts.outbox_by_key.get(key)
     if message is None:
         # Checks apply to new sends only: a row an earlier attempt wrote was decided then and is recovered as is.
         payload = compliance.with_opt_out(ctx.plan, tool=tool, channel=channel, payload=payload)
@@ -66,12 +71,25 @@ def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, p
         blocked = _guardrail(ctx, tool=tool, channel=channel, recipient=recipient, payload=payload)
         if blocked is not None:
             return blocked
-        if connector_for(ctx, channel) is None:
+        connector = connector_for(ctx, channel)
+        if connector is None:
             return _unavailable(ctx, tool=tool, channel=channel)
+        awaiting = approvals.required(ctx, channel=channel, contact=contact)
+        # Nothing holds it and no cap must be counted again under the address's lock (_begin_within_caps): the
+        # row is written as an attempt that has begun, and the provider is called right after that one write.
+        at_once = hold is None and not awaiting and (ctx.run.sim or not compliance.has_caps(ctx.plan))
         message = outbox.open_row(ctx, key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key,
                                   ordinal=ordinal, payload=payload,
                                   not_before=hold.deferred_until if hold is not None else None,
-                                  awaiting_approval=approvals.required(ctx, channel=channel, contact=contact))
+                                  awaiting_approval=awaiting, sending=at_once, guarded=True)
+        if message is None:
+            if checked_again:
+                return SendOutcome("blocked", "blocked: the recipient opted out or a human took the run over")
+            ctx.loaded_facts = None
+            return execute(ctx, tool=tool, channel=channel, contact=contact, payload=payload, task_key=task_key,
+                           ordinal=ordinal, checked_again=True)
+        if at_once and message.attempts == 1 and message.status == OutboxStatus.SENDING:
+            return _call_provider(ctx, message, connector=connector, outbound=build_message(ctx, message))
     if message.status == OutboxStatus.AWAITING_APPROVAL:
         return approvals.request(ctx, message)
     if message.status == OutboxStatus.REJECTED:
@@ -97,7 +115,7 @@ def deliver(ctx: EpisodeContext, message: OutboxMessage) -> SendOutcome:
         settled = provider_faults.recover(ctx, message, connector=connector, outbound=outbound)
         if settled is not None:
             return settled
-    if suppressions.is_suppressed(ctx.run.organization_id, channel=message.channel, address=message.recipient):
+    if ctx.facts.is_suppressed(channel=message.channel, address=message.recipient):
         # Suppressed since the send was decided (a STOP came in): it never goes out.
         return send_outcomes.failed(outbox.record_failed(ctx, message, error="the recipient opted out or bounced"))
     return _send(ctx, message, connector=connector, outbound=outbound)
@@ -114,7 +132,7 @@ def flush_pending(ctx: EpisodeContext) -> list[SendOutcome]:
     Suppression is checked again when it goes out (`deliver`).
     """
     outcomes = []
-    for message in outbox.unsettled_for(ctx.run_id):
+    for message in ctx.facts.unsettled:
         if _still_held(ctx, message):
             continue
         if message.status == OutboxStatus.PENDING and message.not_before is None and _window_closed(ctx, message):
@@ -131,11 +149,8 @@ def connector_for(ctx: EpisodeContext, channel: str) -> Connector | None:
 
     None when a real run's organization has no identity on the channel.
     """
-    if channel not in ctx.identities:
-        identities = Identity.objects.filter(organization_id=ctx.run.organization_id, channel=channel, active=True)
-        # Real identities first: a sandbox identity serves only organizations that have nothing else.
-        ctx.identities[channel] = identities.order_by("sandbox", "id").first()
-    identity = ctx.identities[channel]
+    # Real identities first: a sandbox identity serves only organizations that have nothing else.
+    identity = ctx.facts.identity(channel)
     if ctx.run.sim:
         # Never a real connector (nor its secrets) for a simulation, whatever identity exists.
         identity = identity or Identity(organization_id=ctx.run.organization_id, channel=channel,
@@ -151,8 +166,7 @@ def build_message(ctx: EpisodeContext, message: OutboxMessage) -> OutboundMessag
     payload = message.payload
     body = payload.get("body") or payload.get("text") or payload.get("brief") or ""
     upto = ctx.episode.seq if message.episode_id == ctx.episode.pk else None
-    in_reply_to, references = _thread(ctx.run_id, channel=message.channel, episode_id=message.episode_id,
-                                      episode_seq=upto)
+    in_reply_to, references = _thread(ctx, channel=message.channel, episode_id=message.episode_id, episode_seq=upto)
     return OutboundMessage(
         idem_key=message.idem_key, channel=message.channel, to=message.recipient, body=body,
         subject=payload.get("subject"), brief=payload.get("brief"), in_reply_to=in_reply_to, references=references,
@@ -161,12 +175,12 @@ def build_message(ctx: EpisodeContext, message: OutboxMessage) -> OutboundMessag
     )
 
 
-def _thread(run_id: int, *, channel: str, episode_id: int,
+def _thread(ctx: EpisodeContext, *, channel: str, episode_id: int,
             episode_seq: int | None = None) -> tuple[str | None, list[str]]:
     """(In-Reply-To, References) answering the run's last inbound message on `channel` up to the row's episode.
 
     Email threads on the inbound's Message-ID, Slack on its thread_ref; both are
-    read from the episode payload or the stored InboundMessage it names.
+    read from the episode payload or the stored InboundMessage it names (read with the episode's facts).
     Bounded by the row's episode, so a resend after a crash threads as the first try did.
     """
     if channel not in (Channel.EMAIL, Channel.SLACK):
@@ -174,10 +188,12 @@ def _thread(run_id: int, *, channel: str, episode_id: int,
     upto = episode_seq
     if upto is None:
         upto = Episode.objects.filter(pk=episode_id).values_list("seq", flat=True).first() or 0
-    inbound = Episode.objects.filter(run_id=run_id, kind=EpisodeKind.INBOUND, seq__lte=upto,
-                                     payload__channel=channel).order_by("-seq").values_list("payload", flat=True)
+    inbound = [message["payload"] or {} for message in reversed(ctx.facts.messages)
+               if message["kind"] == EpisodeKind.INBOUND and message["seq"] <= upto
+               and (message["payload"] or {}).get("channel") == channel]
     for payload in inbound[:THREAD_LOOKBACK]:
-        headers = {**_stored_headers(payload.get("inbound_message_id")), **(payload.get("headers") or {}), **payload}
+        stored = ctx.facts.inbound_headers.get(payload.get("inbound_message_id")) or {}
+        headers = {**stored, **(payload.get("headers") or {}), **payload}
         if channel == Channel.SLACK:
             if headers.get("thread_ref"):
                 return headers["thread_ref"], []
@@ -192,12 +208,6 @@ def _thread(run_id: int, *, channel: str, episode_id: int,
     return None, []
 
 
-def _stored_headers(inbound_message_id: int | None) -> dict:
-    if not inbound_message_id:
-        return {}
-    return InboundMessage.objects.filter(pk=inbound_message_id).values_list("headers", flat=True).first() or {}
-
-
 def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
           outbound: OutboundMessage) -> SendOutcome:
     sending = _begin_within_caps(ctx, message)
@@ -205,6 +215,12 @@ def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
         return sending
     if sending is None:  # settled meanwhile (a human resolved it): read it again
         return deliver(ctx, OutboxMessage.objects.get(pk=message.pk))
+    return _call_provider(ctx, sending, connector=connector, outbound=outbound)
+
+
+def _call_provider(ctx: EpisodeContext, sending: OutboxMessage, *, connector: Connector,
+                   outbound: OutboundMessage) -> SendOutcome:
+    """The provider call for a row already `sending`, and its result (recorded by the next fence)."""
     faults.point("before_provider_call")
     _confirm_lease(ctx)
     try:
@@ -212,9 +228,10 @@ def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
     except ConnectorError as failure:
         return provider_faults.failed_call(ctx, sending, failure, connector=connector)
     faults.point("after_provider_call")
+    # Before record_sent, which clears the row's error in hand: an error there means the provider is back.
+    provider_faults.sent_after_failure(ctx, sending)
     sent = outbox.record_sent(ctx, sending, provider_message_id=result.provider_message_id)
     faults.point("after_record")
-    provider_faults.sent_after_failure(ctx, sending)
     return send_outcomes.sent(sent, adopted=False)
 
 
@@ -239,16 +256,21 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMes
 
 
 def _confirm_lease(ctx: EpisodeContext) -> None:
-    """Renew the lease right before the provider call; raise LeaseLost if another worker took the run.
+    """Confirm the lease right before the provider call; raise LeaseLost if another worker took the run.
 
     The fence stops a paused worker's database writes, not its provider
     calls: without this, a worker stalled between `begin_send` and the call
     (SIGSTOP, a long GC pause) could resume after a successor looked the key
-    up, found nothing and sent it, and send it a second time. Renewing also
-    keeps any successor out until this call has finished or timed out (the
-    request timeout is below the lease). What is left is a stall between this
-    check and the request leaving the process.
+    up, found nothing and sent it, and send it a second time. Half a lease
+    left (or a renewal) also keeps any successor out until this call has
+    finished or timed out (the request timeout is below half the lease). What
+    is left is a stall between this check and the request leaving the process.
     """
+    # The fence that wrote the row `sending` extended the lease a moment ago: a read confirms it is still ours
+    # with half of it left (more than any provider request takes), without a write to commit. Less left (a long
+    # stall): renew, as the heartbeat would.
+    if leases.holds(ctx.run_id, epoch=ctx.epoch, seconds_left=settings.LUCIA_LEASE_SECONDS / 2):
+        return
     if not leases.renew(ctx.run_id, epoch=ctx.epoch):
         raise leases.LeaseLost(f"run {ctx.run_id}: lease of epoch {ctx.epoch} lost before the provider call")
 

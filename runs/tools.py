@@ -12,29 +12,18 @@ re-executed (a send adopted from an earlier attempt reads "sent").
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 
 import jsonschema
 
-from runs import escalations, evidence, policy
-from runs.context import EpisodeContext, EpisodeOutcome
+from runs import evidence, outbound, policy
+from runs.context import EpisodeContext
+from runs.episode_records import escalate, record
 from runs.llm.base import ToolCall
-from runs.models import Escalation, EscalationKind, JournalKind, Task, TaskStatus
-
-
-@dataclass
-class ToolSession:
-    """What one execution of an episode accumulates across tool calls."""
-
-    outcome: EpisodeOutcome = field(default_factory=EpisodeOutcome)
-    # Calls per (tool, recipient) in this episode: the ordinal of the next send's idempotency key.
-    sends: Counter = field(default_factory=Counter)
-    # Set when the loop must not ask the model again (finish, a question for a human, a guardrail block).
-    stop: bool = False
+from runs.models import EscalationKind, JournalKind, Task, TaskStatus
+from runs.tool_session import ToolSession, error
 
 
 def dispatch(ctx: EpisodeContext, call: ToolCall, *, session: ToolSession, flush: bool = True) -> dict:
@@ -71,28 +60,6 @@ def _invalid(schema: dict, arguments: object) -> str:
         return ""
     where = "/".join(str(part) for part in failure.absolute_path)
     return f"{where}: {failure.message}" if where else failure.message
-
-
-def error(message: str, **extra: object) -> dict:
-    return {"ok": False, "error": message, **extra}
-
-
-def record(ctx: EpisodeContext, kind: str, data: dict) -> None:
-    """Journal an entry now (after any pending ones), in one fenced transaction."""
-    ctx.journal(kind, data)
-    ctx.flush()
-
-
-def escalate(ctx: EpisodeContext, *, kind: str, prompt: str, options: list[str] | None = None,
-             context: dict | None = None) -> Escalation:
-    """Open an escalation once per episode: a re-executed episode finds the one it opened before."""
-    with ctx.fence() as run:
-        existing = Escalation.objects.filter(run_id=ctx.run_id, episode=ctx.episode, kind=kind, prompt=prompt).first()
-        if existing is not None:
-            return existing
-        return escalations.open_escalation(
-            run, kind=kind, prompt=prompt, options=options or (), context=context, episode=ctx.episode
-        )
 
 
 # Internal tools ---------------------------------------------------------------------------------------------------
@@ -226,9 +193,6 @@ def _record_absence(ctx: EpisodeContext, args: dict, session: ToolSession) -> di
 
 
 def _send_outbound(ctx: EpisodeContext, args: dict, session: ToolSession, *, tool: str) -> dict:
-    # Imported on use: runs.outbound builds on this module's helpers.
-    from runs import outbound
-
     return outbound.send(ctx, args, session=session, tool=tool)
 
 

@@ -11,9 +11,10 @@ import threading
 import time
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 
-from runs import clock, execution, leases, queue
+from runs import clock, episode_loads, execution, leases, queue
 from runs.models import Episode, EpisodeStatus, Run
 
 logger = logging.getLogger(__name__)
@@ -23,23 +24,29 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
     """Execute the run's due episodes (up to LUCIA_SLICE_STEP_CAP episodes, or until the slice's time budget
     is spent: a share of django-q2's timeout). Returns whether any episode ran; what is left is queued again."""
     owner = owner or default_owner()
-    queue.mark_started(run_id)  # before the drain reads what is due: a later enqueue queues a new task
-    epoch = leases.claim(run_id, owner=owner)
-    if epoch is None:
+    # One transaction claims the lease (clearing the queue mark: a later enqueue queues a new task) and starts
+    # the first due episode with everything it reads (runs.episode_loads).
+    with transaction.atomic():
+        run = leases.claim_run(run_id, owner=owner)
+        started = execution.start_next(run, epoch=run.lease_epoch) if run is not None else None
+    if run is None:
+        queue.mark_started(run_id)
         logger.debug("run %s: lease held elsewhere", run_id)
         return False
-    ran, sim = 0, False
+    epoch = run.lease_epoch
+    ran, released = 0, False
     try:
         with leases.Heartbeat(run_id, epoch=epoch, interval=heartbeat_interval) as heartbeat:
-            ran, sim = _drain(run_id, epoch=epoch, heartbeat=heartbeat)
+            ran, released = _drain(run_id, started, epoch=epoch, heartbeat=heartbeat)
     except leases.LeaseLost as lost:
         # Another worker owns the run now; it resumes whatever this one left running.
         logger.warning("run %s: stopped, %s", run_id, lost)
         return ran > 0
     finally:
-        # Conditioned on the epoch: never frees a lease someone else took.
-        leases.release(run_id, epoch=epoch)
-    if not sim:  # the simulator, not the queue, drives simulated runs (queue.enqueue_advance skips them)
+        if not released:
+            # Conditioned on the epoch: never frees a lease someone else took.
+            leases.release(run_id, epoch=epoch)
+    if not released and not run.sim:  # the simulator, not the queue, drives simulated runs
         _requeue_if_due(run_id)
     return ran > 0
 
@@ -61,26 +68,23 @@ def next_episode(run: Run, *, epoch: int) -> Episode | None:
     )
 
 
-def _drain(run_id: int, *, epoch: int, heartbeat: leases.Heartbeat) -> tuple[int, bool]:
-    """(episodes run, whether the run is simulated)."""
+def _drain(run_id: int, started: episode_loads.Started | None, *, epoch: int,
+           heartbeat: leases.Heartbeat) -> tuple[int, bool]:
+    """Run `started`, then the next due episodes while the slice lasts. Returns how many ran, and whether the
+    last one's closing write released the lease (nothing else was due: no release or requeue left to do)."""
     ran = 0
     deadline = time.monotonic() + queue.slice_seconds()
-    # What the loop needs of the run: whether it is open and its clock. Read once, then taken from each
-    # episode's closing fence (the row as it committed it); a simulation moves its clock only between slices.
-    run: Run | None = Run.objects.only("status", "sim", "virtual_now").get(pk=run_id)
-    sim = run.sim
-    while ran < settings.LUCIA_SLICE_STEP_CAP and (ran == 0 or time.monotonic() < deadline):
-        heartbeat.check()
-        if run is None:  # the episode was not runnable: read again, the run may have ended meanwhile
-            run = Run.objects.only("status", "sim", "virtual_now").get(pk=run_id)
-        if not run.is_open:
-            break
-        episode = next_episode(run, epoch=epoch)
-        if episode is None:
-            break
-        run = execution.execute_episode(run_id, episode.pk, epoch=epoch, heartbeat=heartbeat)
+    while started is not None:
+        run, released = execution.execute(started, epoch=epoch, heartbeat=heartbeat)
         ran += 1
-    return ran, sim
+        if released:
+            return ran, True
+        if not run.is_open or ran >= settings.LUCIA_SLICE_STEP_CAP or time.monotonic() >= deadline:
+            break
+        heartbeat.check()
+        with leases.fence(run_id, epoch=epoch, with_children=True) as locked:
+            started = execution.start_next(locked, epoch=epoch)
+    return ran, False
 
 
 def _requeue_if_due(run_id: int) -> None:

@@ -44,15 +44,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
-from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from runs.llm import dates, scripted_intents, scripted_messages
+from runs.llm.scripted_facts import SEND_TOOLS, Done, Facts
 
-if TYPE_CHECKING:
-    from runs.llm.scripted import Done, Facts
-
-SEND_TOOLS = {"email": "send_email", "sms": "send_sms", "slack": "send_slack", "voice": "place_call"}
 # schedule_followup's bound in the plan's tool schema (agents/config/tool_schemas.py).
 MAX_FOLLOWUP_S = 60 * 86400
 HARD_STOPS = ("legal_threat", "opt_out", "dispute", "injection")

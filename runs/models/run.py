@@ -48,6 +48,9 @@ class Run(FSMModelMixin, models.Model):
     # Set (database clock) when an advance_run task is queued, cleared when one starts (runs.queue): the
     # dispatcher never queues a second task behind one still waiting.
     advance_enqueued_at = models.DateTimeField(null=True, blank=True)
+    # The seq of the run's last journal entry: a fence that writes entries takes the next ones in its own
+    # statement (runs.journal), so a journal write costs no seq lookup.
+    journal_seq = models.PositiveIntegerField(db_default=0, editable=False)
     # Budgets and usage.
     step_budget = models.PositiveIntegerField(default=200)
     steps_used = models.PositiveIntegerField(default=0)

@@ -9,6 +9,7 @@ import time_machine
 from connectors import identities, message_ids
 from connectors.models import InboundMessage, SandboxMessage, Suppression
 from runs import inbound_routing, tools
+from runs.llm.base import ToolCall
 from runs.models import Escalation, JournalEntry, OutboxMessage, OutboxStatus, Run, RunStatus
 from runs.outbox import idem_key
 from tests.factories import OrganizationFactory
@@ -137,6 +138,28 @@ def test_a_suppressed_number_is_blocked_before_any_row_or_call(twilio):
     assert result["status"] == "blocked"
     assert not OutboxMessage.objects.exists() and twilio.requests == []
     assert JournalEntry.objects.filter(run=run, kind="policy_block", data__rule="suppressed").exists()
+
+
+@pytest.mark.parametrize("arrives", ["stop", "handoff"])
+def test_a_stop_or_a_takeover_after_the_episode_read_its_facts_still_blocks_the_send(twilio, arrives):
+    run = s.real_run()
+    s.sms_identity(run.organization, twilio)
+    episode = h.add_episode(run, "start")
+    ctx = h.context(run, episode, epoch=h.claim(run))
+    assert not ctx.facts.is_suppressed(channel="sms", address=s.VENDOR_NUMBER) and not ctx.facts.handed_off
+    # While the model thinks: the contact texts STOP, or a human takes the run over.
+    if arrives == "stop":
+        Suppression.objects.create(organization=run.organization, channel="sms", address=s.VENDOR_NUMBER,
+                                   reason="stop")
+    else:
+        Escalation.objects.create(organization=run.organization, run=run, kind="handoff", prompt="mine now")
+
+    result = tools.dispatch(ctx, ToolCall(id="call-1", name="send_sms", arguments=s.SMS), session=tools.ToolSession())
+
+    assert result["status"] == "blocked"
+    assert not OutboxMessage.objects.exists() and twilio.requests == []
+    rule = "suppressed" if arrives == "stop" else "handled_by_human"
+    assert JournalEntry.objects.filter(run=run, kind="policy_block", data__rule=rule).exists()
 
 
 def test_a_transient_refusal_leaves_the_row_pending_and_the_retry_sends_it_once(twilio):

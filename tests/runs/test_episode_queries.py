@@ -1,0 +1,72 @@
+"""The episode hot path counts round trips (DESIGN §10): start, follow-up and inbound episodes each stay within
+a fixed number of queries, so a change that adds one per episode shows here rather than in `make bench`."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runs import events, worker
+from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, Run
+from tests.runs import loop_helpers
+
+MAX_QUERIES = 12
+
+
+def _advance(run: Run) -> list[str]:
+    with CaptureQueriesContext(connection) as queries:
+        assert worker.advance_run(run.pk, owner="count", heartbeat_interval=3600) is True
+    # Savepoints stand for the BEGIN/COMMIT a worker outside a test sends with each transaction: not counted.
+    statements = [query["sql"] for query in queries.captured_queries if "SAVEPOINT" not in query["sql"]]
+    if os.environ.get("LUCIA_SHOW_QUERIES"):
+        print(f"\n--- {len(statements)} queries")
+        for sql in statements:
+            print("   ", sql[:300])
+    return statements
+
+
+def _move_clock_to_next_due(run: Run) -> Episode:
+    due = Episode.objects.filter(run=run, status=EpisodeStatus.QUEUED).order_by("due_at").first()
+    Run.objects.filter(pk=run.pk).update(virtual_now=due.due_at + timedelta(seconds=1))
+    return due
+
+
+@pytest.fixture
+def started_run(db) -> Run:
+    run = loop_helpers.make_run()
+    loop_helpers.add_episode(run, EpisodeKind.START)
+    return run
+
+
+@pytest.mark.django_db
+def test_a_start_episode_sends_within_the_query_budget(started_run):
+    statements = _advance(started_run)
+    assert OutboxMessage.objects.filter(run=started_run, status="sent").count() == 1
+    assert len(statements) <= MAX_QUERIES, "\n".join(statements)
+
+
+@pytest.mark.django_db
+def test_a_followup_episode_sends_within_the_query_budget(started_run):
+    _advance(started_run)
+    followup = _move_clock_to_next_due(started_run)
+    assert followup.kind == EpisodeKind.FOLLOWUP
+    statements = _advance(started_run)
+    assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.DONE
+    assert OutboxMessage.objects.filter(run=started_run, status="sent").count() == 2
+    assert len(statements) <= MAX_QUERIES, "\n".join(statements)
+
+
+@pytest.mark.django_db
+def test_an_inbound_episode_within_the_query_budget(started_run):
+    _advance(started_run)
+    run = Run.objects.get(pk=started_run.pk)
+    reply = events.record_event(run, kind=EpisodeKind.INBOUND, dedupe_key="reply-1",
+                                payload={"channel": "email", "from": loop_helpers.VENDOR_EMAIL,
+                                         "subject": "Re: W-9", "text": "Sure, I will send it by Friday."})
+    statements = _advance(run)
+    assert Episode.objects.get(pk=reply.pk).status == EpisodeStatus.DONE
+    assert len(statements) <= MAX_QUERIES, "\n".join(statements)
