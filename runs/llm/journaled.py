@@ -121,7 +121,7 @@ def _complete(
     heartbeat: Heartbeat | None,
 ) -> ModelReply:
     # Looked up per call, not bound at import: a test that forbids wall-clock waits patches time.sleep.
-    sleep = sleep or time.sleep
+    sleep = time.sleep if sleep is None else sleep
     attempts = len(backoff) + 1
     for attempt in range(1, attempts + 1):
         if heartbeat is not None:
