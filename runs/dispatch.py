@@ -37,7 +37,7 @@ REAP_BATCH = 100
 # already waiting (advance_enqueued_at) are left out, so a backed-up queue is not fed the same runs again.
 # Params: queue.mark_params(), skip (run ids already claimed or failed in this pass), limit.
 DUE_RUNS_SQL = f"""
-SELECT e.run_id, min(e.due_at) AS first_due
+SELECT e.run_id, min(e.due_at) AS first_due, r.advance_enqueued_at AS seen_mark
   FROM runs_episode e
   JOIN runs_run r ON r.id = e.run_id
  WHERE e.status = 'queued' AND e.due_at <= statement_timestamp()
@@ -45,14 +45,17 @@ SELECT e.run_id, min(e.due_at) AS first_due
    AND (r.lease_owner IS NULL OR r.lease_expires_at < statement_timestamp())
    AND NOT {queue.WAITING_MARK_SQL}
    AND NOT (e.run_id = ANY(%(skip)s))
- GROUP BY e.run_id
+ GROUP BY e.run_id, r.advance_enqueued_at
  ORDER BY min(e.due_at)
  LIMIT %(limit)s
 """  # noqa: S608 (composed of constants; every value is a parameter)
 
 # Marks the candidates, re-checked under the row lock (another dispatcher may have marked them since the
-# snapshot). SKIP LOCKED: a row locked elsewhere is being marked by another dispatcher, enqueued by an event,
-# or fenced by its worker; none of them needs this pass. Rows locked in id order: no deadlock between passes.
+# snapshot). The re-check sees the run row as committed since, but the queue sub-select still reads the old
+# snapshot, where the other dispatcher's queue row does not exist yet: its fresh mark would look unbacked. So a
+# mark that changed since the snapshot (`seen_mark`) drops the run from this pass. SKIP LOCKED: a row locked
+# elsewhere is being marked by another dispatcher, enqueued by an event, or fenced by its worker; none of them
+# needs this pass. Rows locked in id order: no deadlock between passes.
 CLAIM_DUE_SQL = f"""
 WITH due AS ({DUE_RUNS_SQL}),
 locked AS (
@@ -60,6 +63,7 @@ locked AS (
      WHERE r.status IN ('active', 'waiting', 'waiting_human')
        AND (r.lease_owner IS NULL OR r.lease_expires_at < statement_timestamp())
        AND NOT {queue.WAITING_MARK_SQL}
+       AND r.advance_enqueued_at IS NOT DISTINCT FROM due.seen_mark
      ORDER BY r.id
        FOR NO KEY UPDATE OF r SKIP LOCKED
 )
