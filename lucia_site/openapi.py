@@ -4,7 +4,9 @@ drf-spectacular documents only success codes, so a client (or schemathesis)
 meets undocumented 400/401/403/404s. Every `/api/v1/` operation can refuse
 input (400: a field error map, or NUL bytes anywhere), an unknown or missing
 key (401) and a caller without the right (403); one with a path parameter can
-answer 404 (another organization's object is a 404 too); one with a body, 413.
+answer 404 (another organization's object is a 404 too); one with a body, 413, and
+415 for a body whose content type the operation does not read (a multipart
+body with a malformed header, say).
 """
 
 from drf_spectacular import openapi
@@ -28,7 +30,9 @@ ERRORS = {
     "403": ("The key may not do this (agent building needs a builder key).", "ErrorDetail", DETAIL),
     "404": ("No such object in the caller's organization.", "ErrorDetail", DETAIL),
     "413": ("The JSON body is larger than the server reads (LUCIA_MAX_JSON_BYTES).", "ErrorDetail", DETAIL),
+    "415": ("The body's content type is not one the operation reads; send JSON.", "ErrorDetail", DETAIL),
 }
+BODY_ONLY = {"413", "415"}
 
 
 class AutoSchema(openapi.AutoSchema):
@@ -37,7 +41,7 @@ class AutoSchema(openapi.AutoSchema):
         for code, (description, name, schema) in ERRORS.items():
             if code in responses or (code == "404" and "{" not in self.path):
                 continue
-            if code == "413" and self.method not in ("POST", "PUT", "PATCH"):
+            if code in BODY_ONLY and self.method not in ("POST", "PUT", "PATCH"):
                 continue
             responses[code] = {"description": description, "content": self._json(name, schema)}
         for code, response in responses.items():

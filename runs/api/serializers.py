@@ -189,7 +189,9 @@ class AnswerSerializer(serializers.Serializer):
 
 
 class AnswerRefusedSerializer(serializers.Serializer):
-    detail = serializers.CharField()
+    """The option's refusal ({detail}, with a preview for a reply to confirm), or field errors ({text: [...]})."""
+
+    detail = serializers.CharField(required=False, help_text="Why the option refused the answer.")
     preview = serializers.DictField(required=False, help_text="reply_to_contact: what would be sent.")
 
 
