@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +37,8 @@ from runs import dispatch, events, queue, starts, submissions, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 from simulator import bench_burst, bench_cycle, bench_lag, bench_sql, sim_org
 
-BENCH_DATABASE = "lucia_bench"
+# Two benches on one server (CI and a developer, say) each need their own throwaway database.
+BENCH_DATABASE = os.environ.get("LUCIA_BENCH_DATABASE", "lucia_bench")
 SIM_TARGET_S = 0.1
 THROUGHPUT_TARGET = 0.5
 QUERIES_TARGET = 12
