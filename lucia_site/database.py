@@ -6,6 +6,10 @@ from lucia_site import embedded_db
 from lucia_site.env import env_bool, env_int, env_str
 
 
+# Executions of one statement text before psycopg prepares it; runs.statements prepares on the first.
+PREPARE_THRESHOLD = 5
+
+
 def database_settings() -> dict:
     url = env_str("DATABASE_URL") or embedded_url()
     config = dj_database_url.parse(url)
@@ -15,6 +19,11 @@ def database_settings() -> dict:
     # Persistent connections: django-q2's ORM broker moves ~6x more tasks with them.
     config["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
     config["CONN_HEALTH_CHECKS"] = env_bool("DATABASE_CONN_HEALTH_CHECKS", True)
+    # Server-side prepared statements for the episode's hot path (runs.statements; the ORM's client-side cursors
+    # never prepare). Django turns them off for poolers in transaction mode: behind one (PgBouncer < 1.21, or
+    # without max_prepared_statements), set DATABASE_PREPARED_STATEMENTS=false.
+    if env_bool("DATABASE_PREPARED_STATEMENTS", True):
+        config.setdefault("OPTIONS", {})["prepare_threshold"] = PREPARE_THRESHOLD
     return config
 
 
