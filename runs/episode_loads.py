@@ -17,7 +17,7 @@ from django.db import connection
 
 from connectors import addresses
 from connectors.models import Identity
-from runs import clock, json_rows
+from runs import clock, json_rows, statements
 from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, OutboxMessage, Run, Task
 
@@ -155,7 +155,7 @@ def _has_caps(plan: dict) -> bool:
 
 
 def _fetch(sql: str, params: dict) -> dict:
-    with connection.cursor() as cursor:
+    with statements.cursor() as cursor:
         cursor.execute(sql, params)
         names = [column.name for column in cursor.description]
         return dict(zip(names, cursor.fetchone(), strict=True))

@@ -12,16 +12,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection, transaction
 
 from agents.models import Organization
-from runs import json_rows, plan_cache
+from runs import json_rows, plan_cache, statements
 from runs.models import Run
 
 logger = logging.getLogger(__name__)
@@ -116,11 +117,15 @@ class Rider:
 
 
 _tags = itertools.count(1)
+# A tag in a rider's names ("outbox_row_rider17", "%(outbox_row_rider17_id)s"): `write` renumbers them from 1 in
+# order of appearance, so that a statement of the same shape has the same text every episode (runs.statements
+# prepares it once).
+_TAG = re.compile(r"rider(\d+)")
 
 
-def tag() -> int:
-    """A number that makes a rider's CTE and parameter names unique in the statement it joins."""
-    return next(_tags)
+def tag() -> str:
+    """A name part that makes a rider's CTE and parameter names unique in the statement it joins."""
+    return f"rider{next(_tags)}"
 
 
 def claim_run(run_id: int, *, owner: str) -> Run | None:
@@ -129,7 +134,8 @@ def claim_run(run_id: int, *, owner: str) -> Run | None:
     The same statement clears the run's queue mark (runs.queue.mark_started): a task for the run has started.
     Call inside the transaction that goes on to load and start the episode (runs.episode_loads).
     """
-    rows = list(Run.objects.raw(
+    rows = statements.fetch_instances(
+        Run,
         f"""
         UPDATE runs_run
            SET lease_owner = %s, lease_epoch = lease_epoch + 1,
@@ -138,7 +144,7 @@ def claim_run(run_id: int, *, owner: str) -> Run | None:
      RETURNING {plan_cache.columns("runs_run")}, {_children("runs_run")}
         """,  # noqa: S608 (constants; every value is a parameter)
         [owner, settings.LUCIA_LEASE_SECONDS, run_id],
-    ))
+    )
     return _with_children(plan_cache.attach(rows[0])) if rows else None
 
 
@@ -159,11 +165,12 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
     an UPDATE conditioned on the epoch, which locks the row, extends the lease (the holder is alive: a send that
     follows keeps any successor out until it is done) and writes `rider`'s rows. Nothing is written when the
     epoch moved: raises LeaseLost. Returns the run row as the statement left it."""
-    rider = rider or Rider()
+    rider, renamed = _renumbered(rider or Rider())
     params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
               "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
     children = f", {_children('fenced')}" if with_children else ""
-    rows = list(Run.objects.raw(
+    rows = statements.fetch_instances(
+        Run,
         f"""
         WITH fenced AS (
             UPDATE runs_run
@@ -176,12 +183,30 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
         SELECT {plan_cache.columns("fenced")}{children}{rider.returning} FROM fenced
         """,  # noqa: S608 (constants; every value is a parameter)
         params,
-    ))
+    )
     if not rows:
         current = Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).first()
         raise LeaseLost(f"run {run_id}: lease epoch is {current}, this worker holds {epoch}")
     run = plan_cache.attach(rows[0])
+    for canonical, name in renamed.items():  # the rider's own names for what it returned
+        setattr(run, name, getattr(run, canonical))
     return _with_children(run) if with_children else run
+
+
+def _renumbered(rider: Rider) -> tuple[Rider, dict[str, str]]:
+    """`rider` with its tags numbered from 1 in order of appearance, and the returned columns' new names mapped
+    to the names the rider's authors know."""
+    numbers = {old: str(new) for new, old in enumerate(dict.fromkeys(_TAG.findall(rider.sql)), start=1)}
+    if all(old == new for old, new in numbers.items()):
+        return rider, {}
+
+    def rename(text: str) -> str:
+        return _TAG.sub(lambda match: f"rider{numbers.get(match.group(1), match.group(1))}", text)
+
+    returned = [name.strip() for name in re.findall(r" AS (\w+)", rider.returning)]
+    renamed = {rename(name): name for name in returned if rename(name) != name}
+    return replace(rider, sql=rename(rider.sql), returning=rename(rider.returning),
+                   params={rename(key): value for key, value in rider.params.items()}), renamed
 
 
 def _children(run: str) -> str:

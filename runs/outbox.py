@@ -126,7 +126,9 @@ def _insert_rider(message: OutboxMessage, *, guarded: bool) -> leases.Rider:
     params = {f"{name}_{field.attname}": field.get_db_prep_save(getattr(message, field.attname), connection)
               for field in fields}
     columns = ", ".join(f'"{field.column}"' for field in fields)
-    values = ", ".join(f"%({name}_{field.attname})s" for field in fields)
+    # Each value cast to its column's type: bound on the server, a parameter that the guard also compares would
+    # otherwise be deduced as two types (runs.statements).
+    values = ", ".join(f"%({name}_{field.attname})s::{field.db_type(connection)}" for field in fields)
     guard = GUARD_SQL.replace("{name}", name) if guarded else ""
     # Names and columns are the model's own; every value is a parameter.
     sql = f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced{guard} RETURNING id)"  # noqa: S608
