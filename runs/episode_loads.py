@@ -1,10 +1,15 @@
-"""The start of an episode in one statement: pick the next due episode, mark it running, and read everything the
-episode needs (its tasks, outbox rows, journal history, the organization's identities, suppressions and the sends
-its caps count) — the "claim + load" transaction of DESIGN §10.
+"""The start of an episode in one statement: take (or, fenced, keep) the run's lease, pick the next due episode,
+mark it running, and read everything the episode needs (the run row, its organization and contacts, its tasks,
+outbox rows, journal history, the organization's identities, suppressions and the sends its caps count) — the
+"claim + load" transaction of DESIGN §10 in one round trip, committed by itself.
 
-Called in the transaction that holds the run row: right after the lease claim (runs.leases.claim_run) for a
-worker's first episode, under a fence for the next ones. `facts_for` reads the same facts for an episode
-context built some other way (tests, tools called outside the worker), on first use.
+`claim_and_start` is a worker's first episode (runs.leases.CLAIM_SQL heads the statement), `hold_and_start` the
+next ones under the same lease (runs.leases.HOLD_SQL). Whatever the statement reads about the run is read from the
+row its head returns (`holder`), so the epoch, the run's clock and whether it is open are the lease's own. The
+contacts' addresses (suppressions, caps) are normalized in SQL as connectors.addresses does it for the columns as
+stored (runs.starts and runs.contact_memory validate them: an addr-spec, an E.164 number, a Slack id).
+`facts_for` reads the same facts for an episode context built some other way (tests, tools called outside the
+worker), on first use.
 """
 
 from __future__ import annotations
@@ -13,11 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
 
-from connectors import addresses
 from connectors.models import Identity
-from runs import clock, json_rows, statements
+from runs import clock, json_rows, leases, statements
 from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, OutboxMessage, Run, Task
 
@@ -27,62 +30,95 @@ HISTORY_ENTRIES = 20
 # The seq that stands for "after every episode" when facts are read outside one (the column is an integer).
 UNBOUNDED_SEQ = 2**31 - 1
 
+# The run's clock and the contacts' addresses, from the run row the statement holds.
+CLOCK_SQL = """
+clock AS (
+    SELECT CASE WHEN h.sim AND h.virtual_now IS NOT NULL THEN h.virtual_now ELSE %(wall)s END AS now,
+           h.status IN ('active', 'waiting', 'waiting_human') AS open
+      FROM holder h
+),
+known AS (
+    SELECT coalesce(array_agg(DISTINCT a.address), '{}') AS addresses
+      FROM runs_contact c
+     CROSS JOIN LATERAL (VALUES (lower(btrim(c.email))), (btrim(c.phone)), (btrim(c.slack_user))) a(address)
+     WHERE c.run_id = (SELECT id FROM holder) AND a.address <> ''
+)"""
+
 # The next episode to run: one left running under an older epoch first (resume), then the first due by seq.
 PICK_SQL = """
 candidate AS (
-    SELECT id, seq FROM runs_episode
-     WHERE run_id = %(run)s
-       AND ((status = 'running' AND lease_epoch < %(epoch)s) OR (status = 'queued' AND due_at <= %(now)s))
-     ORDER BY status DESC, seq
+    SELECT e.id, e.seq FROM runs_episode e, holder h, clock
+     WHERE e.run_id = h.id
+       AND ((e.status = 'running' AND e.lease_epoch < h.lease_epoch) OR (e.status = 'queued' AND e.due_at <= clock.now))
+     ORDER BY e.status DESC, e.seq
      LIMIT 1
 ),
 started AS (
     UPDATE runs_episode e
-       SET status = 'running', attempts = e.attempts + 1, lease_epoch = %(epoch)s, started_at = %(now)s
-      FROM candidate c
-     WHERE e.id = c.id AND %(open)s AND (e.status = 'queued' OR e.attempts < %(max_attempts)s)
+       SET status = 'running', attempts = e.attempts + 1, lease_epoch = h.lease_epoch, started_at = clock.now
+      FROM candidate c, holder h, clock
+     WHERE e.id = c.id AND clock.open AND (e.status = 'queued' OR e.attempts < %(max_attempts)s)
  RETURNING e.*
 ),
 activated AS (
     UPDATE runs_run SET status = 'active', wake_when = NULL, updated_at = %(wall)s
-     WHERE id = %(run)s AND status = 'waiting' AND EXISTS (SELECT 1 FROM started)
+     WHERE id = (SELECT id FROM holder) AND status = 'waiting' AND EXISTS (SELECT 1 FROM started)
  RETURNING id
 )"""
 
 FACTS_SQL = """
-    (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = %(run)s) AS tasks,
+    (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = h.id) AS tasks,
     (SELECT coalesce(json_agg(o ORDER BY o.created_at, o.id), '[]') FROM runs_outboxmessage o
-      WHERE o.run_id = %(run)s
+      WHERE o.run_id = h.id
         AND (o.episode_id = (SELECT id FROM candidate) OR o.status IN ('pending', 'sending'))) AS outbox,
     (SELECT j.at FROM runs_journalentry j WHERE j.episode_id = (SELECT id FROM candidate)
       ORDER BY j.seq LIMIT 1) AS first_entry_at,
     (SELECT coalesce(json_agg(json_build_object('seq', e.seq, 'payload', e.payload) ORDER BY e.seq), '[]')
-       FROM runs_episode e WHERE e.run_id = %(run)s AND e.kind = 'human_answer') AS human_answers,
+       FROM runs_episode e WHERE e.run_id = h.id AND e.kind = 'human_answer') AS human_answers,
     (SELECT coalesce(json_agg(json_build_object('id', e.id, 'seq', e.seq, 'kind', e.kind, 'status', e.status,
                                                 'payload', e.payload) ORDER BY e.seq), '[]')
-       FROM runs_episode e WHERE e.run_id = %(run)s AND e.kind IN ('inbound', 'call_report')) AS messages,
+       FROM runs_episode e WHERE e.run_id = h.id AND e.kind IN ('inbound', 'call_report')) AS messages,
     (SELECT coalesce(json_object_agg(m.id, m.headers), '{}') FROM connectors_inboundmessage m
       WHERE m.id IN (SELECT (e.payload ->> 'inbound_message_id')::bigint FROM runs_episode e
-                      WHERE e.run_id = %(run)s AND e.kind = 'inbound'
+                      WHERE e.run_id = h.id AND e.kind = 'inbound'
                         AND jsonb_typeof(e.payload -> 'inbound_message_id') = 'number')) AS inbound_headers,
-    (SELECT coalesce(json_agg(h ORDER BY h.seq), '[]') FROM (
+    (SELECT coalesce(json_agg(x ORDER BY x.seq), '[]') FROM (
         SELECT j.seq, j.kind, j.data, j.at FROM runs_journalentry j JOIN runs_episode e ON e.id = j.episode_id
-         WHERE j.run_id = %(run)s AND e.seq < (SELECT seq FROM candidate) AND j.kind <> 'model_call'
-         ORDER BY j.seq DESC LIMIT %(history)s) h) AS history,
+         WHERE j.run_id = h.id AND e.seq < (SELECT seq FROM candidate) AND j.kind <> 'model_call'
+         ORDER BY j.seq DESC LIMIT %(history)s) x) AS history,
     (SELECT coalesce(json_agg(i ORDER BY i.sandbox, i.id), '[]') FROM connectors_identity i
-      WHERE i.organization_id = %(org)s) AS identities,
-    (SELECT coalesce(json_agg(json_build_array(s.channel, s.address)), '[]') FROM connectors_suppression s
-      WHERE s.organization_id = %(org)s AND s.address = ANY(%(addresses)s)) AS suppressions,
+      WHERE i.organization_id = h.organization_id) AS identities,
+    (SELECT coalesce(json_agg(json_build_array(s.channel, s.address)), '[]') FROM connectors_suppression s, known
+      WHERE s.organization_id = h.organization_id AND s.address = ANY(known.addresses)) AS suppressions,
     EXISTS (SELECT 1 FROM runs_escalation x
-             WHERE x.run_id = %(run)s AND x.kind = 'handoff' AND x.status = 'open') AS handed_off,
-    {caps} AS sends"""
+             WHERE x.run_id = h.id AND x.kind = 'handoff' AND x.status = 'open') AS handed_off,
+    CASE WHEN h.sim THEN __SIM_SENDS__ ELSE __REAL_SENDS__ END AS sends"""
 
-# Sends counted against caps: a simulation counts only its own, a real run every real run of its organization.
+# Sends that count against per-contact caps (read whether or not the plan has caps: the row is read before the
+# plan is known; `_facts` drops them without caps): a simulation counts only its own, a real run every real run
+# of its organization.
 CAPS_SQL = """(SELECT coalesce(json_agg(json_build_array(o.recipient, o.created_at, o.sent_at)), '[]')
-       FROM runs_outboxmessage o JOIN runs_run r ON r.id = o.run_id
-      WHERE o.recipient = ANY(%(addresses)s) AND o.status IN ('sending', 'sent', 'uncertain')
-        AND (o.created_at > %(since)s OR o.sent_at > %(since)s)
-        AND {scope})"""
+       FROM runs_outboxmessage o JOIN runs_run r ON r.id = o.run_id, known
+      WHERE o.recipient = ANY(known.addresses) AND o.status IN ('sending', 'sent', 'uncertain')
+        AND (o.created_at > clock.now - %(caps_lookback)s OR o.sent_at > clock.now - %(caps_lookback)s)
+        AND __SCOPE__)"""
+FACTS_SQL = (FACTS_SQL.replace("__SIM_SENDS__", CAPS_SQL.replace("__SCOPE__", "o.run_id = h.id"))
+             .replace("__REAL_SENDS__", CAPS_SQL.replace("__SCOPE__", "r.organization_id = h.organization_id AND NOT r.sim")))
+
+START_SQL = """
+WITH holder AS (__HEAD__),""" + CLOCK_SQL + "," + PICK_SQL + """
+SELECT __HOLDER_COLUMNS__, (SELECT id FROM candidate) AS candidate_id,
+       (SELECT row_to_json(s) FROM started s) AS episode, EXISTS (SELECT 1 FROM activated) AS activated,""" + FACTS_SQL + """
+  FROM holder h, clock"""
+CLAIM_START_SQL = START_SQL.replace("__HEAD__", leases.CLAIM_SQL).replace("__HOLDER_COLUMNS__", leases.holder_columns("h"))
+HOLD_START_SQL = START_SQL.replace("__HEAD__", leases.HOLD_SQL).replace("__HOLDER_COLUMNS__", leases.holder_columns("h"))
+
+# The facts of an episode already running, read outside any start: the run row as it stands, and the episode.
+FACTS_FOR_SQL = """
+WITH holder AS (SELECT * FROM runs_run WHERE id = %(run)s),""" + CLOCK_SQL + """,
+candidate AS (SELECT %(episode)s::bigint AS id, %(seq)s::integer AS seq)
+SELECT""" + FACTS_SQL + """
+  FROM holder h, clock"""
 
 
 @dataclass
@@ -98,55 +134,59 @@ class Started:
     facts: EpisodeFacts | None
 
 
-def start(run: Run, *, epoch: int) -> Started | None:
-    """Pick and start the run's next episode; `run` is the row the claim or fence returned (children attached).
-    Call in that transaction."""
-    contacts = json_rows.instances(Contact, run.contact_rows)
-    now = clock.now(run)
-    params = _params(run, contacts, now=now)
-    params.update(epoch=epoch, open=run.is_open, max_attempts=settings.LUCIA_EPISODE_MAX_ATTEMPTS,
-                  wall=clock.wall_now())
-    sql = (f"WITH {PICK_SQL}\nSELECT (SELECT id FROM candidate) AS candidate_id,"  # noqa: S608 (constants)
-           " (SELECT row_to_json(s) FROM started s) AS episode, EXISTS (SELECT 1 FROM activated) AS activated"
-           + _facts_sql(run, plan=run.plan))
-    row = _fetch(sql, params)
-    if row["candidate_id"] is None:
-        return None
-    if row["episode"] is None:
-        return Started(run=run, episode=None, blocked=Episode.objects.get(pk=row["candidate_id"]),
-                       contacts=contacts, tasks=[], facts=None)
-    if row["activated"]:
-        # The statement woke the run (waiting → active); the row in hand says so too.
-        run.activate()
-        run.wake_when = None
-    episode = json_rows.instance(Episode, row["episode"])
-    return Started(run=run, episode=episode, blocked=None, contacts=contacts,
-                   tasks=json_rows.instances(Task, row["tasks"]), facts=_facts(row, run=run, episode=episode))
+@dataclass
+class Start:
+    """What a start statement found: the run row (None: the lease is held elsewhere, or this epoch lost it), and
+    the episode started (None: nothing is due)."""
+
+    run: Run | None
+    started: Started | None
+
+
+def claim_and_start(run_id: int, *, owner: str) -> Start:
+    """Take the run's lease and start its next due episode, in one statement."""
+    return _start(CLAIM_START_SQL, leases.claim_params(run_id, owner=owner))
+
+
+def hold_and_start(run_id: int, *, epoch: int) -> Start:
+    """Start the run's next due episode under the lease the worker holds (`epoch`), in one statement."""
+    return _start(HOLD_START_SQL, leases.hold_params(run_id, epoch=epoch))
 
 
 def facts_for(run: Run, episode: Episode | None, contacts: list[Contact], *, plan: dict) -> EpisodeFacts:
     """The facts of an episode already running under `plan`, read now (one statement). Without an episode (a
     context outside any, e.g. reviewing an edited draft, runs.approvals) the whole run's history counts."""
-    params = _params(run, contacts, now=clock.now(run))
-    params.update(episode=episode.pk if episode else None, seq=episode.seq if episode else UNBOUNDED_SEQ)
-    sql = ("WITH candidate AS (SELECT %(episode)s::bigint AS id, %(seq)s::integer AS seq)\nSELECT"
-           + _facts_sql(run, plan=plan).removeprefix(","))
-    return _facts(_fetch(sql, params), run=run, episode=episode)
+    params = {**_params(), "run": run.pk, "episode": episode.pk if episode else None,
+              "seq": episode.seq if episode else UNBOUNDED_SEQ}
+    return _facts(_fetch(FACTS_FOR_SQL, params), plan=plan, episode=episode)
 
 
-def _params(run: Run, contacts: list[Contact], *, now: datetime) -> dict:
-    known = {addresses.normalize(channel, value) for contact in contacts for channel, value in (
-        ("email", contact.email), ("sms", contact.phone), ("slack", contact.slack_user))}
-    return {"run": run.pk, "org": run.organization_id, "now": now, "history": HISTORY_ENTRIES,
-            "addresses": sorted(known - {""}), "since": now - CAPS_LOOKBACK}
+def _start(sql: str, params: dict) -> Start:
+    params.update(_params(), max_attempts=settings.LUCIA_EPISODE_MAX_ATTEMPTS)
+    rows = statements.fetch_dicts(sql, params)
+    if not rows:
+        return Start(run=None, started=None)
+    row = rows[0]
+    run = leases.holder_row(row)
+    contacts = json_rows.instances(Contact, run.contact_rows)
+    if row["candidate_id"] is None:
+        return Start(run=run, started=None)
+    if row["episode"] is None:
+        blocked = Episode.objects.get(pk=row["candidate_id"])
+        return Start(run=run, started=Started(run=run, episode=None, blocked=blocked, contacts=contacts, tasks=[],
+                                              facts=None))
+    if row["activated"]:
+        # The statement woke the run (waiting → active); the row in hand says so too.
+        run.activate()
+        run.wake_when = None
+    episode = json_rows.instance(Episode, row["episode"])
+    return Start(run=run, started=Started(run=run, episode=episode, blocked=None, contacts=contacts,
+                                          tasks=json_rows.instances(Task, row["tasks"]),
+                                          facts=_facts(row, plan=run.plan, episode=episode)))
 
 
-def _facts_sql(run: Run, *, plan: dict) -> str:
-    caps = "NULL::json"
-    if _has_caps(plan):
-        scope = "o.run_id = %(run)s" if run.sim else "r.organization_id = %(org)s AND NOT r.sim"
-        caps = CAPS_SQL.replace("{scope}", scope)
-    return "," + FACTS_SQL.replace("{caps}", caps)
+def _params() -> dict:
+    return {"wall": clock.wall_now(), "history": HISTORY_ENTRIES, "caps_lookback": CAPS_LOOKBACK}
 
 
 def _has_caps(plan: dict) -> bool:
@@ -161,10 +201,10 @@ def _fetch(sql: str, params: dict) -> dict:
         return dict(zip(names, cursor.fetchone(), strict=True))
 
 
-def _facts(row: dict, *, run: Run, episode: Episode | None) -> EpisodeFacts:
+def _facts(row: dict, *, plan: dict, episode: Episode | None) -> EpisodeFacts:
     rows = json_rows.instances(OutboxMessage, row["outbox"])
     sends = None
-    if row["sends"] is not None:
+    if _has_caps(plan):
         sends = {}
         for recipient, created_at, sent_at in row["sends"]:
             sends.setdefault(recipient, []).append((json_rows.datetime_of(created_at), json_rows.datetime_of(sent_at)))

@@ -1,8 +1,8 @@
 """Execute one episode under a lease: start (with its reads) → agent loop → decide what follows → close.
 
 The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py counts them):
-1. start (`start_next`, in the claim's transaction or a fence's): one statement picks the episode, marks it
-   running and reads what it needs (runs.episode_loads → ctx.facts);
+1. start (runs.episode_loads, `start_next`): one statement takes or keeps the lease, picks the episode, marks it
+   running and reads what it needs (→ ctx.facts);
 2. the agent loop, no transaction: the model, then per new send one fenced statement (the pending journal
    entries and the outbox row, runs.outbox.open_row), a lease renewal and the provider call;
 3. close (`execute`'s last fence): one statement writes the pending entries, the sends' results and the
@@ -26,22 +26,23 @@ logger = logging.getLogger(__name__)
 RETRY_BACKOFF = timedelta(seconds=60)
 
 
-def start_next(run: Run, *, epoch: int) -> episode_loads.Started | None:
-    """Start the run's next due episode, in the transaction that holds the run row (the claim's or a fence's,
-    `run` being the row it returned with its children). None when nothing is due.
+def start_next(start: episode_loads.Start, *, epoch: int) -> episode_loads.Started | None:
+    """The episode a start statement (runs.episode_loads) started; None when nothing is due.
 
-    An episode that cannot run is settled on the way: dropped when the run has ended, failed with a `stuck`
-    escalation when it failed LUCIA_EPISODE_MAX_ATTEMPTS times (then the next one is tried).
+    An episode that cannot run is settled on the way, under the fence: dropped when the run has ended, failed
+    with a `stuck` escalation when it failed LUCIA_EPISODE_MAX_ATTEMPTS times (then the next one is started).
     """
-    while True:
-        started = episode_loads.start(run, epoch=epoch)
-        if started is None or started.episode is not None:
-            return started
-        if not run.is_open:
-            _drop(run, started.blocked)
-            return None
-        give_up(run, started.blocked,
-                error=started.blocked.error or "the worker running it stopped (lease lost or crashed)")
+    while start.started is not None and start.started.episode is None:
+        blocked = start.started.blocked
+        with leases.fence(start.run.pk, epoch=epoch, with_children=True) as run:
+            if not run.is_open:
+                _drop(run, blocked)
+                return None
+            give_up(run, blocked, error=blocked.error or "the worker running it stopped (lease lost or crashed)")
+        start = episode_loads.hold_and_start(run.pk, epoch=epoch)
+        if start.run is None:
+            raise leases.LeaseLost(f"run {run.pk}: the lease moved on from epoch {epoch}")
+    return start.started
 
 
 def execute(started: episode_loads.Started, *, epoch: int,

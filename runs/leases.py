@@ -128,24 +128,42 @@ def tag() -> str:
     return f"rider{next(_tags)}"
 
 
-def claim_run(run_id: int, *, owner: str) -> Run | None:
-    """claim, returning the run row as the claim left it (organization and contacts attached), or None if held.
+# The run row's UPDATE that takes the lease (if free or expired) or, fenced, keeps it (if the epoch is still ours),
+# as the head of a statement that goes on from the row it returns (runs.episode_loads: `WITH holder AS (...)`).
+# The claim also clears the run's queue mark (runs.queue.mark_started): a task for the run has started.
+CLAIM_SQL = """
+    UPDATE runs_run
+       SET lease_owner = %(owner)s, lease_epoch = lease_epoch + 1,
+           lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
+           advance_enqueued_at = NULL
+     WHERE id = %(run)s AND (lease_owner IS NULL OR lease_expires_at < statement_timestamp())
+ RETURNING *"""
+HOLD_SQL = """
+    UPDATE runs_run SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s)
+     WHERE id = %(run)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
+ RETURNING *"""
 
-    The same statement clears the run's queue mark (runs.queue.mark_started): a task for the run has started.
-    Call inside the transaction that goes on to load and start the episode (runs.episode_loads).
-    """
-    rows = statements.fetch_instances(
-        Run,
-        f"""
-        UPDATE runs_run
-           SET lease_owner = %s, lease_epoch = lease_epoch + 1,
-               lease_expires_at = statement_timestamp() + make_interval(secs => %s), advance_enqueued_at = NULL
-         WHERE id = %s AND (lease_owner IS NULL OR lease_expires_at < statement_timestamp())
-     RETURNING {plan_cache.columns("runs_run")}, {_children("runs_run")}
-        """,  # noqa: S608 (constants; every value is a parameter)
-        [owner, settings.LUCIA_LEASE_SECONDS, run_id],
-    )
-    return _with_children(plan_cache.attach(rows[0])) if rows else None
+
+def claim_params(run_id: int, *, owner: str) -> dict:
+    return {"owner": owner, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
+
+
+def hold_params(run_id: int, *, epoch: int) -> dict:
+    return {"epoch": epoch, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
+
+
+def holder_columns(run: str) -> str:
+    """The columns a statement returns for the run row named `run` (read by `holder_row`): every one but the plan
+    (its hash instead), its organization and its contacts."""
+    return f"{plan_cache.columns(run)}, {_children(run)}"
+
+
+def holder_row(row: dict) -> Run:
+    """The run of a row read with `holder_columns`, its plan, organization and contacts' rows attached."""
+    run = statements.instance(Run, row)
+    run.plan_md5, run.contact_rows = row["plan_md5"], row["contact_rows"]
+    run.organization = json_rows.instance(Organization, row["organization_row"])
+    return plan_cache.attach(run)
 
 
 @contextlib.contextmanager

@@ -46,30 +46,38 @@ def cursor() -> CursorWrapper:
         return wrapper(PreparingCursor(connection.connection), connection)
 
 
-def fetch_instances(model: type[models.Model], sql: str, params: dict | list) -> list:
-    """Run `sql` and read its rows as `model` instances, as the ORM would (its `from_db`, each field's database
-    converters). Columns that are not the model's own become attributes of the same name; model fields the
-    statement does not return are deferred."""
+def fetch_dicts(sql: str, params: dict | list) -> list[dict]:
+    """Run `sql`; its rows as dicts by column name."""
     with cursor() as rows:
         rows.execute(sql, params)
         names = [column.name for column in rows.description]
-        records = rows.fetchall()
-    fields = {field.column: field for field in model._meta.concrete_fields}
-    converters = {}
-    for index, name in enumerate(names):
-        if name in fields and (functions := fields[name].get_db_converters(connection)):
-            converters[index] = functions
-    loaded = [fields[name].attname for name in names if name in fields]
+        return [dict(zip(names, record, strict=True)) for record in rows.fetchall()]
+
+
+def fetch_instances(model: type[models.Model], sql: str, params: dict | list) -> list:
+    """Run `sql` and read its rows as `model` instances (`instance`); columns that are not the model's own become
+    attributes of the same name, as with the ORM's `raw()`."""
     instances = []
-    for record in records:
-        values = list(record)
-        for index, functions in converters.items():
-            for convert in functions:
-                values[index] = convert(values[index], fields[names[index]], connection)
-        instance = model.from_db(connection.alias, loaded, [value for name, value in zip(names, values, strict=True)
-                                                            if name in fields])
-        for name, value in zip(names, values, strict=True):
-            if name not in fields:
-                setattr(instance, name, value)
-        instances.append(instance)
+    for row in fetch_dicts(sql, params):
+        record = instance(model, row)
+        for name in row.keys() - _columns(model).keys():
+            setattr(record, name, row[name])
+        instances.append(record)
     return instances
+
+
+def instance(model: type[models.Model], row: dict):
+    """The `model` instance of a row read by name, as the ORM would read it (its `from_db`, each field's database
+    converters); model fields the row lacks are deferred, other keys ignored."""
+    fields = [field for column, field in _columns(model).items() if column in row]
+    values = []
+    for field in fields:
+        value = row[field.column]
+        for convert in field.get_db_converters(connection):
+            value = convert(value, field, connection)
+        values.append(value)
+    return model.from_db(connection.alias, [field.attname for field in fields], values)
+
+
+def _columns(model: type[models.Model]) -> dict[str, models.Field]:
+    return {field.column: field for field in model._meta.concrete_fields}

@@ -24,11 +24,10 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
     """Execute the run's due episodes (up to LUCIA_SLICE_STEP_CAP episodes, or until the slice's time budget
     is spent: a share of django-q2's timeout). Returns whether any episode ran; what is left is queued again."""
     owner = owner or default_owner()
-    # One transaction claims the lease (clearing the queue mark: a later enqueue queues a new task) and starts
+    # One statement claims the lease (clearing the queue mark: a later enqueue queues a new task) and starts
     # the first due episode with everything it reads (runs.episode_loads).
-    with transaction.atomic():
-        run = leases.claim_run(run_id, owner=owner)
-        started = execution.start_next(run, epoch=run.lease_epoch) if run is not None else None
+    start = episode_loads.claim_and_start(run_id, owner=owner)
+    run = start.run
     if run is None:
         queue.mark_started(run_id)
         logger.debug("run %s: lease held elsewhere", run_id)
@@ -36,6 +35,7 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
     epoch = run.lease_epoch
     ran, released = 0, False
     try:
+        started = execution.start_next(start, epoch=epoch)
         with leases.Heartbeat(run_id, epoch=epoch, interval=heartbeat_interval) as heartbeat:
             ran, released = _drain(run_id, started, epoch=epoch, heartbeat=heartbeat)
     except leases.LeaseLost as lost:
@@ -82,8 +82,10 @@ def _drain(run_id: int, started: episode_loads.Started | None, *, epoch: int,
         if not run.is_open or ran >= settings.LUCIA_SLICE_STEP_CAP or time.monotonic() >= deadline:
             break
         heartbeat.check()
-        with leases.fence(run_id, epoch=epoch, with_children=True) as locked:
-            started = execution.start_next(locked, epoch=epoch)
+        start = episode_loads.hold_and_start(run_id, epoch=epoch)
+        if start.run is None:
+            raise leases.LeaseLost(f"run {run_id}: the lease moved on from epoch {epoch}")
+        started = execution.start_next(start, epoch=epoch)
     return ran, False
 
 
