@@ -6,8 +6,9 @@ outbox rows, journal history, the organization's identities, suppressions and th
 `claim_and_start` is a worker's first episode (runs.leases.CLAIM_SQL heads the statement), `hold_and_start` the
 next ones under the same lease (runs.leases.HOLD_SQL). Whatever the statement reads about the run is read from the
 row its head returns (`holder`), so the epoch, the run's clock and whether it is open are the lease's own. The
-contacts' addresses (suppressions, caps) are normalized in SQL as connectors.addresses does it for the columns as
-stored (runs.starts and runs.contact_memory validate them: an addr-spec, an E.164 number, a Slack id).
+contacts' addresses (suppressions, caps) are normalized in SQL as connectors.addresses.normalize does it for the
+columns as stored (an addr-spec lower-cased, a number as + and its digits, a Slack id trimmed; runs.starts and
+runs.contact_memory validate them; tests/runs/test_episode_loads.py holds the two to the same result).
 `facts_for` reads the same facts for an episode context built some other way (tests, tools called outside the
 worker), on first use.
 """
@@ -40,7 +41,9 @@ clock AS (
 known AS (
     SELECT coalesce(array_agg(DISTINCT a.address), '{}') AS addresses
       FROM runs_contact c
-     CROSS JOIN LATERAL (VALUES (lower(btrim(c.email))), (btrim(c.phone)), (btrim(c.slack_user))) a(address)
+     CROSS JOIN LATERAL (VALUES (CASE WHEN c.email LIKE '%%@%%' THEN lower(btrim(c.email)) END),
+                                (nullif('+' || regexp_replace(c.phone, '[^0-9]', '', 'g'), '+')),
+                                (btrim(c.slack_user))) a(address)
      WHERE c.run_id = (SELECT id FROM holder) AND a.address <> ''
 )"""
 
