@@ -5,7 +5,6 @@ import dj_database_url
 from lucia_site import embedded_db
 from lucia_site.env import env_bool, env_int, env_str
 
-
 # Executions of one statement text before psycopg prepares it; runs.statements prepares on the first.
 PREPARE_THRESHOLD = 5
 

@@ -16,7 +16,7 @@ worker), on first use.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 
@@ -105,23 +105,31 @@ CAPS_SQL = """(SELECT coalesce(json_agg(json_build_array(o.recipient, o.created_
       WHERE o.recipient = ANY(known.addresses) AND o.status IN ('sending', 'sent', 'uncertain')
         AND (o.created_at > clock.now - %(caps_lookback)s OR o.sent_at > clock.now - %(caps_lookback)s)
         AND __SCOPE__)"""
-FACTS_SQL = (FACTS_SQL.replace("__SIM_SENDS__", CAPS_SQL.replace("__SCOPE__", "o.run_id = h.id"))
-             .replace("__REAL_SENDS__", CAPS_SQL.replace("__SCOPE__", "r.organization_id = h.organization_id AND NOT r.sim")))
+SIM_SENDS_SQL = CAPS_SQL.replace("__SCOPE__", "o.run_id = h.id")
+REAL_SENDS_SQL = CAPS_SQL.replace("__SCOPE__", "r.organization_id = h.organization_id AND NOT r.sim")
+FACTS_SQL = FACTS_SQL.replace("__SIM_SENDS__", SIM_SENDS_SQL).replace("__REAL_SENDS__", REAL_SENDS_SQL)
 
-START_SQL = """
-WITH holder AS (__HEAD__),""" + CLOCK_SQL + "," + PICK_SQL + """
-SELECT __HOLDER_COLUMNS__, (SELECT id FROM candidate) AS candidate_id,
-       (SELECT row_to_json(s) FROM started s) AS episode, EXISTS (SELECT 1 FROM activated) AS activated,""" + FACTS_SQL + """
-  FROM holder h, clock"""
-CLAIM_START_SQL = START_SQL.replace("__HEAD__", leases.CLAIM_SQL).replace("__HOLDER_COLUMNS__", leases.holder_columns("h"))
-HOLD_START_SQL = START_SQL.replace("__HEAD__", leases.HOLD_SQL).replace("__HOLDER_COLUMNS__", leases.holder_columns("h"))
 
+def _start_sql(head: str) -> str:
+    """The start statement headed by `head` (the lease's UPDATE ... RETURNING *); every value is a parameter."""
+    return "\n".join([
+        f"WITH holder AS ({head}),{CLOCK_SQL},{PICK_SQL}",
+        f"SELECT {leases.holder_columns('h')}, (SELECT id FROM candidate) AS candidate_id,",  # noqa: S608 (constants)
+        "       (SELECT row_to_json(s) FROM started s) AS episode,",
+        f"       EXISTS (SELECT 1 FROM activated) AS activated,{FACTS_SQL}",  # noqa: S608 (constants)
+        "  FROM holder h, clock",
+    ])
+
+
+CLAIM_START_SQL = _start_sql(leases.CLAIM_SQL)
+HOLD_START_SQL = _start_sql(leases.HOLD_SQL)
 # The facts of an episode already running, read outside any start: the run row as it stands, and the episode.
-FACTS_FOR_SQL = """
-WITH holder AS (SELECT * FROM runs_run WHERE id = %(run)s),""" + CLOCK_SQL + """,
-candidate AS (SELECT %(episode)s::bigint AS id, %(seq)s::integer AS seq)
-SELECT""" + FACTS_SQL + """
-  FROM holder h, clock"""
+FACTS_FOR_SQL = "\n".join([
+    f"WITH holder AS (SELECT * FROM runs_run WHERE id = %(run)s),{CLOCK_SQL},",
+    "candidate AS (SELECT %(episode)s::bigint AS id, %(seq)s::integer AS seq)",
+    f"SELECT{FACTS_SQL}",  # noqa: S608 (constants)
+    "  FROM holder h, clock",
+])
 
 
 @dataclass
@@ -147,8 +155,17 @@ class Start:
 
 
 def claim_and_start(run_id: int, *, owner: str) -> Start:
-    """Take the run's lease and start its next due episode, in one statement."""
-    return _start(CLAIM_START_SQL, leases.claim_params(run_id, owner=owner))
+    """Take the run's lease and start its next due episode, in one statement (two when nothing looked due).
+
+    A claim that waited for another writer's lock on the run row (an event recording its episode and enqueueing
+    this very task) takes the lease once that writer commits, but the rest of its statement reads the database as
+    it was when the statement began: the writer's episode is not there. So "nothing due" is asked again, under the
+    lease just taken, by a statement that sees it.
+    """
+    start = _start(CLAIM_START_SQL, leases.claim_params(run_id, owner=owner))
+    if start.run is not None and start.started is None:
+        return hold_and_start(run_id, epoch=start.run.lease_epoch)
+    return start
 
 
 def hold_and_start(run_id: int, *, epoch: int) -> Start:

@@ -11,7 +11,6 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 
 from runs import clock, episode_loads, execution, leases, queue
