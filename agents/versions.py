@@ -18,6 +18,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agents.config import ConfigError, ValidationResult, compile_config, config_hash, validate_source
+from agents.config import source as yaml_source
 from agents.models import Agent, AgentVersion, Deployment, Organization, VersionStatus
 
 
@@ -319,8 +320,6 @@ def _error_dicts(errors: list[ConfigError]) -> list[dict]:
 
 def _guess_slug(source: str, *, fallback: str) -> str:
     # An invalid template still belongs to an agent: use its `slug:` if readable.
-    from agents.config import source as yaml_source
-
     try:
         data = yaml_source.load(source)
     except yaml_source.SourceError:

@@ -13,7 +13,7 @@ a refused answer.
 from __future__ import annotations
 
 from agents.models import Organization
-from runs import escalations, notifications
+from runs import answers, escalations, notifications
 from runs.models import Escalation
 
 VIA_MAX = 32
@@ -34,8 +34,6 @@ def answer_click(organization: Organization, *, value: str, slack_user: str) -> 
     if option["in_studio"]:
         return (f"“{option['label']}” needs your words: answer escalation #{escalation.pk} in the Studio: "
                 f"{notifications.studio_url(escalation.pk)}")
-    from runs import answers  # h8's module; imported on use so this floor loads without it
-
     try:
         # No data: an option's `data` describes what the Studio form asks for; a click gives none of it.
         answers.answer(escalation, option=name, via=f"slack:{slack_user}"[:VIA_MAX])

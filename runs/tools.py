@@ -18,7 +18,7 @@ from functools import partial
 
 import jsonschema
 
-from runs import evidence, outbound, policy
+from runs import absences, evidence, outbound, policy, promises
 from runs.context import EpisodeContext
 from runs.episode_records import escalate, record
 from runs.llm.base import ToolCall
@@ -168,9 +168,6 @@ def chased_contact(ctx: EpisodeContext):
 
 
 def _record_promise(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:
-    # Imported on use, as runs.outbound: the memory modules build on this module's helpers.
-    from runs import promises
-
     try:
         entry = promises.record(ctx, task_key=args["task_key"], due=args["due"], what=args["what"],
                                 quote=args["quote"], outcome=session.outcome)
@@ -181,8 +178,6 @@ def _record_promise(ctx: EpisodeContext, args: dict, session: ToolSession) -> di
 
 
 def _record_absence(ctx: EpisodeContext, args: dict, session: ToolSession) -> dict:
-    from runs import absences
-
     try:
         entry = absences.record(ctx, role=args["to_role"], until=args["until"], reason=args["reason"],
                                 outcome=session.outcome)

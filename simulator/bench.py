@@ -35,7 +35,7 @@ from agents import versions
 from agents.models import AgentVersion, Organization
 from runs import dispatch, events, queue, starts, submissions, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
-from simulator import bench_burst, bench_cycle, bench_lag, bench_sql, sim_org
+from simulator import bench_burst, bench_cycle, bench_lag, bench_sql, engine, gate, scorecards, sim_org
 
 # Two benches on one server (CI and a developer, say) each need their own throwaway database.
 BENCH_DATABASE = os.environ.get("LUCIA_BENCH_DATABASE", "lucia_bench")
@@ -115,8 +115,6 @@ def load_templates(organization: Organization) -> list[AgentVersion]:
 
 def simulations(templates: list[AgentVersion], *, say: Callable[[str], None]) -> list[Figure]:
     """Every golden case of each template for six weeks (the better of two runs each), after an untimed warm-up."""
-    from simulator import engine
-
     organization = sim_org.organization_for(None)
     engine.run_case(templates[0], templates[0].compiled["evals"][0], organization=organization, weeks=6)
     figures = []
@@ -288,8 +286,6 @@ def _bench_organization() -> Organization:
 
 def _deployed(version: AgentVersion, organization: Organization) -> AgentVersion:
     """Published through the gate (as the seed command does) and deployed to `organization`."""
-    from simulator import gate, scorecards
-
     scorecards.score(version, organization=organization)
     version = gate.publish(version)
     versions.deploy(organization, version)
@@ -314,6 +310,4 @@ def _inputs(version: AgentVersion) -> dict:
 
 
 def _weekday_morning():
-    from simulator import engine
-
     return engine.default_start(Organization(default_timezone="America/New_York"))

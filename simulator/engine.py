@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 from agents.models import AgentVersion, Organization
 from runs import starts, timeline
 from runs.models import RunStatus, TaskStatus
-from simulator import expectations, faults, human_answers, personas, scheduler
+from simulator import expectations, faults, human_answers, personas, run_facts, scheduler
 
 DEFAULT_WEEKS = 6
 # A Monday that is the last day of its month, so day N of a simulation is the Nth of the next month and a
@@ -77,7 +77,7 @@ def run_case(
     with faults.armed(run.pk, faults.windows_for(case.get("faults") or [], start=start, zone=zone)):
         report = scheduler.SimScheduler(run, cast=cast, horizon=horizon, progress=progress,
                                         approvals=case.get("approvals"), human=human).run()
-    facts = expectations.gather(run, start=start, opt_outs=report.opt_outs, horizon=horizon)
+    facts = run_facts.gather(run, start=start, opt_outs=report.opt_outs, horizon=horizon)
     reasons = expectations.check(case.get("expect") or {}, facts) + _script_reasons(report, human)
     metrics = {**_metrics(facts), "approvals": report.approvals, "human_answers": len(human.answers),
                "redeliveries": sum(1 for d in report.deliveries if d.action.redelivery)}
@@ -107,7 +107,7 @@ def _script_reasons(report: scheduler.SchedulerReport, human: human_answers.Huma
     return reasons
 
 
-def _metrics(facts: expectations.Facts) -> dict:
+def _metrics(facts: run_facts.Facts) -> dict:
     run, required = facts.run, [t for t in facts.tasks if t.required]
     done = bool(required) and all(t.status == TaskStatus.DONE for t in required)
     days_to_done = None
@@ -131,7 +131,7 @@ def _metrics(facts: expectations.Facts) -> dict:
     }
 
 
-def _timeline(facts: expectations.Facts, *, cast: personas.Cast, report: scheduler.SchedulerReport,
+def _timeline(facts: run_facts.Facts, *, cast: personas.Cast, report: scheduler.SchedulerReport,
               human: human_answers.Human) -> list[dict]:
     """The run's story by calendar day in the organization's zone (day 0: the start date).
 
@@ -140,7 +140,7 @@ def _timeline(facts: expectations.Facts, *, cast: personas.Cast, report: schedul
     and the scripted human's refused answers are shown with why.
     """
     labels = {address: f"{contact.role} <{contact.name}>" for contact in facts.contacts
-              for channel in expectations.ADDRESS_FIELD for address in expectations.addresses(contact, channel)}
+              for channel in run_facts.ADDRESS_FIELD for address in run_facts.addresses(contact, channel)}
     zone = ZoneInfo(facts.run.organization.default_timezone)
     rows = []
     for item in timeline.timeline_for(facts.run, include_journal=False):
@@ -162,7 +162,7 @@ def _timeline(facts: expectations.Facts, *, cast: personas.Cast, report: schedul
     return sorted(rows, key=lambda row: row["at"])
 
 
-def _row(facts: expectations.Facts, zone: ZoneInfo, *, at: datetime, **fields) -> dict:
+def _row(facts: run_facts.Facts, zone: ZoneInfo, *, at: datetime, **fields) -> dict:
     # `day` is the calendar day in the organization's zone, as the expectations count it; UTC isoformat sorts
     # as text in time order; `local` is what a person reads.
     return {"day": facts.day(at), "at": at.astimezone(UTC).isoformat(),

@@ -1,17 +1,13 @@
 """Expectations about escalations: how many and which, how early, and what the run did around them.
 
 Escalations are the run's own (approvals aside: the scorecard counts those
-apart). Days are calendar days in the organization's zone (expectations.Facts.day).
+apart). Days are calendar days in the organization's zone (run_facts.Facts.day).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from runs.models import EpisodeKind, EpisodeStatus, EscalationStatus, RunStatus
-
-if TYPE_CHECKING:
-    from simulator.expectations import Facts
+from simulator.run_facts import Facts
 
 # Episodes a timer starts: the run waking by itself rather than for a person.
 TIMER_KINDS = (EpisodeKind.START, EpisodeKind.FOLLOWUP)

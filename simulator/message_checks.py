@@ -4,18 +4,15 @@ A sent message is `chasing` unless it went out in answer to the contact's own
 message (an inbound or call-report episode): then it is an `acknowledgement`.
 So a thank-you after every reply counts apart from the reminders, and "one
 check-in a week" counts only what the agent sent on its own initiative.
-Days are calendar days in the organization's zone (expectations.Facts.day).
+Days are calendar days in the organization's zone (run_facts.Facts.day).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from runs.models import EpisodeKind, OutboxMessage
-
-if TYPE_CHECKING:
-    from simulator.expectations import Facts
+from simulator.run_facts import Facts
 
 ANSWER_KINDS = (EpisodeKind.INBOUND, EpisodeKind.CALL_REPORT)
 TEXT_FIELDS = ("subject", "body", "text", "brief")

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from datetime import date, datetime, timedelta
+from typing import Protocol
+from zoneinfo import ZoneInfo
 
 from simulator import documents
-
-if TYPE_CHECKING:
-    from simulator.personas import Persona
 
 ASK_FOR_CHANNEL = {"email": "Please email me instead", "sms": "Please text me instead",
                    "slack": "Please slack me instead", "voice": "Please call me instead"}
@@ -64,6 +62,38 @@ class Action:
     # The persona's nth message (simulator.personas numbers them as they are delivered); a redelivery keeps it.
     number: int | None = None
     redelivery: bool = False
+
+
+class Persona(Protocol):
+    """What a trait reads and calls on the persona it belongs to: simulator.personas.Persona.
+
+    A protocol rather than that class, because the persona calls `react`: the traits sit below it.
+    """
+
+    role: str
+    traits: list[dict]
+    contact: dict
+    zone: ZoneInfo
+    calls_answered: int
+
+    def reply(self, message: Outbound, *, at: datetime, text: str, trait: str, attachment: dict | None = None,
+              channel: str | None = None, brief: str = "", via: str = "direct") -> Action: ...
+
+    def day_of(self, at: datetime) -> int: ...
+
+    def date_of_day(self, day: int) -> date: ...
+
+    def away_on(self, at: datetime) -> bool: ...
+
+    def add_business_days(self, at: datetime, days: int) -> datetime: ...
+
+    def human_delay(self) -> timedelta: ...
+
+    def typing_delay(self) -> timedelta: ...
+
+    def auto_delay(self) -> timedelta: ...
+
+    def call_length(self) -> timedelta: ...
 
 
 def react(persona: Persona, trait: dict, message: Outbound) -> list[Action]:

@@ -20,6 +20,8 @@ from itertools import count
 from zoneinfo import ZoneInfo
 
 from connectors import addresses
+from runs.llm import providers
+from runs.llm.base import ChatRequest, ModelError
 from simulator.persona_traits import Action, Outbound, attachment_entry, react
 
 logger = logging.getLogger(__name__)
@@ -232,9 +234,6 @@ def cast_for(plan: dict, case: dict, *, start: datetime, rng: random.Random, tok
 
 def llm_writer(plan: dict) -> Writer | None:
     """A persona voice from the plan's model when it is OpenAI; None for the scripted model."""
-    from runs.llm import providers
-    from runs.llm.base import ChatRequest, ModelError
-
     if providers.provider_name(plan) != "openai":
         return None
     provider, model = providers.provider_for(plan), providers.model_name(plan)

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from agents.config import compile_config, validate_source
 from agents.models import Organization
 from runs.models import Contact, Escalation, OutboxMessage, Run, Task
-from simulator import expectations
+from simulator import expectations, run_facts
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "fixtures" / "agents" / "document-collector.yaml"
 NEW_YORK = ZoneInfo("America/New_York")
@@ -37,12 +37,12 @@ def email(day: int, hour: int = 10, *, episode: int = 1, body: str = "Please sen
 
 
 def facts(*, sent=(), done_on: int | None = None, status: str = "waiting", escalations=(), suppressed=None,
-          sandbox_keys=None) -> expectations.Facts:
+          sandbox_keys=None) -> run_facts.Facts:
     run = Run(pk=1, plan=plan(), status=status, organization=Organization(default_timezone="America/New_York"))
     task = Task(key="collect_w9", required=True, status="done" if done_on is not None else "open",
                 done_at=at(done_on, 11) if done_on is not None else None)
     contact = Contact(role="vendor", name="Dana", email=EMAIL, phone=PHONE, timezone="America/New_York")
-    return expectations.Facts(run=run, start=START, contacts=[contact], tasks=[task], sent=list(sent),
+    return run_facts.Facts(run=run, start=START, contacts=[contact], tasks=[task], sent=list(sent),
                               escalations=list(escalations), suppressed=suppressed or {},
                               sandbox_keys=sandbox_keys or Counter())
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runs.models import Episode, Escalation
-from simulator import expectations
+from simulator import expectations, run_facts
 from tests.simulator.test_expectations import at, email, facts
 
 
@@ -19,7 +19,7 @@ def ack(day: int, hour: int = 11, body: str = "Thanks for your reply.") -> objec
     return message
 
 
-def with_episodes(base, *episodes) -> expectations.Facts:
+def with_episodes(base, *episodes) -> run_facts.Facts:
     base.episodes = list(episodes)
     return base
 
