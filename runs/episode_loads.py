@@ -125,9 +125,9 @@ CLAIM_START_SQL = _start_sql(leases.CLAIM_SQL)
 HOLD_START_SQL = _start_sql(leases.HOLD_SQL)
 # The facts of an episode already running, read outside any start: the run row as it stands, and the episode.
 FACTS_FOR_SQL = "\n".join([
-    f"WITH holder AS (SELECT * FROM runs_run WHERE id = %(run)s),{CLOCK_SQL},",
+    f"WITH holder AS (SELECT * FROM runs_run WHERE id = %(run)s),{CLOCK_SQL},",  # noqa: S608 (constants)
     "candidate AS (SELECT %(episode)s::bigint AS id, %(seq)s::integer AS seq)",
-    f"SELECT{FACTS_SQL}",  # noqa: S608 (constants)
+    f"SELECT{FACTS_SQL}",
     "  FROM holder h, clock",
 ])
 
