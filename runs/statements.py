@@ -13,6 +13,8 @@ statement, not globally). The cursor goes through Django's wrappers, so query lo
 
 from __future__ import annotations
 
+import functools
+
 from django.db import connection, models
 from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
@@ -60,7 +62,7 @@ def fetch_instances(model: type[models.Model], sql: str, params: dict | list) ->
     instances = []
     for row in fetch_dicts(sql, params):
         record = instance(model, row)
-        for name in row.keys() - _columns(model).keys():
+        for name in row.keys() - _reading(model).keys():
             setattr(record, name, row[name])
         instances.append(record)
     return instances
@@ -69,15 +71,18 @@ def fetch_instances(model: type[models.Model], sql: str, params: dict | list) ->
 def instance(model: type[models.Model], row: dict):
     """The `model` instance of a row read by name, as the ORM would read it (its `from_db`, each field's database
     converters); model fields the row lacks are deferred, other keys ignored."""
-    fields = [field for column, field in _columns(model).items() if column in row]
-    values = []
-    for field in fields:
-        value = row[field.column]
-        for convert in field.get_db_converters(connection):
-            value = convert(value, field, connection)
-        values.append(value)
-    return model.from_db(connection.alias, [field.attname for field in fields], values)
+    names, values = [], []
+    for column, (field, converters) in _reading(model).items():
+        if column in row:
+            value = row[column]
+            for convert in converters:
+                value = convert(value, field, connection)
+            names.append(field.attname)
+            values.append(value)
+    return model.from_db(connection.alias, names, values)
 
 
-def _columns(model: type[models.Model]) -> dict[str, models.Field]:
-    return {field.column: field for field in model._meta.concrete_fields}
+@functools.cache
+def _reading(model: type[models.Model]) -> dict[str, tuple[models.Field, list]]:
+    """Each concrete field of `model` by column, with its database converters (looked up once per process)."""
+    return {field.column: (field, field.get_db_converters(connection)) for field in model._meta.concrete_fields}
