@@ -13,9 +13,9 @@ statement, not globally). The cursor goes through Django's wrappers, so query lo
 
 from __future__ import annotations
 
-from django.db import connection
+from django.db import connection, models
 from django.db.backends.postgresql.base import ServerBindingCursor
-from django.db.backends.utils import CursorWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 
 class PreparingCursor(ServerBindingCursor):
@@ -26,10 +26,50 @@ class PreparingCursor(ServerBindingCursor):
         return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
 
 
+class PreparedDebugCursor(CursorDebugWrapper):
+    """Django's query log for these statements: a statement bound on the server has no client-side text to log
+    (Django reads psycopg's), so the log holds it as written, with its placeholders."""
+
+    def execute(self, sql, params=None):
+        with self.debug_sql(sql, params):
+            return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
+
+
 def cursor() -> CursorWrapper:
     """A cursor on the default connection whose statements are bound and prepared on the server. Use it as
     `with statements.cursor() as cursor:`; it joins the connection's current transaction like any cursor."""
     connection.close_if_health_check_failed()
     connection.ensure_connection()
+    connection.validate_thread_sharing()
+    wrapper = PreparedDebugCursor if connection.queries_logged else CursorWrapper
     with connection.wrap_database_errors:
-        return connection._prepare_cursor(PreparingCursor(connection.connection))  # noqa: SLF001 (Django's own wrapping)
+        return wrapper(PreparingCursor(connection.connection), connection)
+
+
+def fetch_instances(model: type[models.Model], sql: str, params: dict | list) -> list:
+    """Run `sql` and read its rows as `model` instances, as the ORM would (its `from_db`, each field's database
+    converters). Columns that are not the model's own become attributes of the same name; model fields the
+    statement does not return are deferred."""
+    with cursor() as rows:
+        rows.execute(sql, params)
+        names = [column.name for column in rows.description]
+        records = rows.fetchall()
+    fields = {field.column: field for field in model._meta.concrete_fields}
+    converters = {}
+    for index, name in enumerate(names):
+        if name in fields and (functions := fields[name].get_db_converters(connection)):
+            converters[index] = functions
+    loaded = [fields[name].attname for name in names if name in fields]
+    instances = []
+    for record in records:
+        values = list(record)
+        for index, functions in converters.items():
+            for convert in functions:
+                values[index] = convert(values[index], fields[names[index]], connection)
+        instance = model.from_db(connection.alias, loaded, [value for name, value in zip(names, values, strict=True)
+                                                            if name in fields])
+        for name, value in zip(names, values, strict=True):
+            if name not in fields:
+                setattr(instance, name, value)
+        instances.append(instance)
+    return instances

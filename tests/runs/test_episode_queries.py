@@ -25,7 +25,7 @@ def _advance(run: Run) -> list[str]:
     if os.environ.get("LUCIA_SHOW_QUERIES"):
         print(f"\n--- {len(statements)} queries")
         for sql in statements:
-            print("   ", sql[:300])
+            print("   ", " ".join(sql.split())[:300])
     return statements
 
 
