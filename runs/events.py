@@ -100,6 +100,9 @@ class Planned:
 # follow-ups cancelled (`cancel_followups`), the planned episodes inserted, and `queued`, the run's queued episodes
 # as they stand after both. One statement sees one snapshot, so `queued` is built from what the other two return
 # rather than read again. The run row's lock (the fence) keeps every other insert out meanwhile.
+# `LIMIT 2` (PLANNED_MAX) is for the planner: it estimates a parameter's unnest at 100 rows, so the prepared
+# statement's generic plan looked dearer than planning each execution for its one or two rows, and PostgreSQL
+# re-planned it every time.
 CLOSING_EPISODES_SQL = """
 cancelled AS (
     UPDATE runs_episode SET status = 'cancelled'
@@ -108,9 +111,10 @@ cancelled AS (
 ),
 planned AS (
     SELECT p.kind, p.payload, p.dedupe_key, p.due_at, row_number() OVER (ORDER BY p.n) AS n
-      FROM unnest(%(p_kind)s::varchar[], %(p_payload)s::jsonb[], %(p_dedupe_key)s::varchar[],
-                  %(p_due_at)s::timestamptz[], %(p_unless_queued_by)s::timestamptz[])
-           WITH ORDINALITY AS p(kind, payload, dedupe_key, due_at, unless_queued_by, n)
+      FROM (SELECT * FROM unnest(%(p_kind)s::varchar[], %(p_payload)s::jsonb[], %(p_dedupe_key)s::varchar[],
+                                 %(p_due_at)s::timestamptz[], %(p_unless_queued_by)s::timestamptz[])
+                     WITH ORDINALITY AS p(kind, payload, dedupe_key, due_at, unless_queued_by, n)
+             LIMIT 2) p
      WHERE NOT EXISTS (SELECT 1 FROM runs_episode e WHERE e.run_id = %(run)s AND e.dedupe_key = p.dedupe_key)
        AND (p.unless_queued_by IS NULL
             OR NOT EXISTS (SELECT 1 FROM runs_episode e
@@ -133,9 +137,15 @@ queued AS (
 )"""
 
 
+# The most episodes one decision schedules: the next follow-up and a flush (runs.decisions).
+PLANNED_MAX = 2
+
+
 def closing_params(planned: list[Planned], *, cancel_followups: bool) -> dict:
-    """CLOSING_EPISODES_SQL's parameters (besides `run` and `wall`): the same statement text for any number of
+    """CLOSING_EPISODES_SQL's parameters (besides `run` and `wall`): the same statement text for up to PLANNED_MAX
     planned episodes."""
+    if len(planned) > PLANNED_MAX:
+        raise ValueError(f"{len(planned)} episodes planned at once; the closing write inserts up to {PLANNED_MAX}")
     return {
         "cancel_followups": cancel_followups,
         "p_kind": [episode.kind for episode in planned],
