@@ -14,6 +14,7 @@ there re-executes the tool, and its result is journaled again).
 """
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -49,6 +50,9 @@ class EpisodeContext:
     # Writes that wait for the next fence like the pending journal entries, in its own statement: a send's
     # result (runs.outbox.record_sent), so the episode's close records it.
     pending_riders: list[leases.Rider] = field(default_factory=list)
+    # time.monotonic() when this episode's last fenced write that succeeded was sent: that write extended the lease
+    # to LUCIA_LEASE_SECONDS from then at least (runs.tool_executor._confirm_lease); None before the first.
+    fenced_at: float | None = None
 
     @property
     def facts(self) -> EpisodeFacts:
@@ -97,7 +101,9 @@ class EpisodeContext:
         combined = journal.rider(taken[0])
         for extra in [*taken[1], rider or leases.Rider()]:
             combined = combined + extra
+        sent = time.monotonic()
         run = leases.write(self.run_id, epoch=self.epoch, rider=combined)
+        self.fenced_at = sent
         if Run.organization.is_cached(self.run):
             run.organization = self.run.organization
         self.latest = run

@@ -2,8 +2,9 @@
 
 Called once per episode, under the worker's fence, with the locked run row:
 tasks, contacts, held rows, what the episode sent and the open question are
-read in one statement (read_standing); the run's changed fields are returned
-for the episode's closing write (runs.execution), which saves them with
+read in one statement (read_standing); what it decides (the run's changed
+fields, the episodes it schedules, whether queued follow-ups are cancelled) is
+written by the episode's closing write (runs.execution), one statement with
 `next_wake_at` and, when nothing else is due, the lease's release.
 The policy (runs.policy) is pure; this module turns its answer into rows:
 the next follow-up episode, `wake_when`, the run's status, and the policy's
@@ -20,13 +21,12 @@ completes the run).
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection
 from django.db.models import Q
 
-from runs import clock, escalations, events, journal, json_rows, policy, promises
+from runs import clock, escalations, events, journal, json_rows, policy, promises, statements
 from runs.context import EpisodeOutcome
 from runs.models import (
     Contact,
@@ -68,6 +68,18 @@ class Standing:
     open_escalation: Escalation | None
 
 
+@dataclass
+class Decision:
+    """What the episode's closing write saves besides `next_wake_at` and the lease (runs.execution._close)."""
+
+    # The run's fields the decision changed.
+    fields: list[str] = field(default_factory=list)
+    # Episodes to insert (the next follow-up, a flush), in order.
+    scheduled: list[events.Planned] = field(default_factory=list)
+    # Cancel the queued follow-ups first (the latest decision wins; chasing stops or pauses).
+    cancel_followups: bool = False
+
+
 STANDING_SQL = """
 SELECT (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = %(run)s) AS tasks,
        (SELECT coalesce(json_agg(c ORDER BY c.role, c.id), '[]') FROM runs_contact c WHERE c.run_id = %(run)s)
@@ -87,7 +99,7 @@ SELECT (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE 
 def read_standing(run: Run, episode: Episode) -> Standing:
     """Tasks, contacts, held rows, what the episode sent and the open question: one statement. Call under the
     fence, after the episode's own writes (its sends' results are written by that fence first)."""
-    with connection.cursor() as cursor:
+    with statements.cursor() as cursor:
         cursor.execute(STANDING_SQL, {"run": run.pk, "episode": episode.pk,
                                       "notice": json.dumps({escalations.NOTICE_FLAG: True})})
         tasks, contacts, held_until, sent_something, sent_now, question = cursor.fetchone()
@@ -98,57 +110,58 @@ def read_standing(run: Run, episode: Episode) -> Standing:
     )
 
 
-def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> list[str]:
+def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> Decision:
     """Complete the run when every required task is done; otherwise schedule what the policy says, or wait.
 
-    Returns the run's fields to save (the caller saves them with `next_wake_at`, runs.execution); [] when the run
-    ended (end_run saved it).
+    Returns what the caller's closing write saves (runs.execution); nothing when the run ended (end_run saved it).
     """
     standing = _standing(run, episode)
     held_until = standing.held_until
     if _required_tasks_done(run):
         if held_until is None:
             end_run(run, status=RunStatus.COMPLETED, outcome="All required tasks are done.")
-            return []
+            return Decision()
         # A held message (the thanks) has not gone out yet: no more chasing, and the flush episode that sends
         # it completes the run.
-        events.cancel_pending_followups(run)
         question = standing.open_escalation
         changed = (_sleep(run, status=RunStatus.WAITING_HUMAN, wake_when=escalations.wake_reason(question)) if question
                    else _sleep(run, status=RunStatus.WAITING, wake_when="outbox:held"))
-        _schedule_flush(run, episode, at=held_until)
-        return changed
+        return Decision(fields=changed, scheduled=[_flush(run, episode, at=held_until)], cancel_followups=True)
     flush = is_flush(episode)
     step = plan_next(run, episode, outcome)
-    changed = []
+    decision = Decision()
     if step.state_updates and not flush:
         run.state = {**run.state, "policy": {**run.state.get("policy", {}), **step.state_updates}}
-        changed.append("state")
+        decision.fields.append("state")
     if step.action in ("complete", "fail"):
         status = RunStatus.COMPLETED if step.action == "complete" else RunStatus.FAILED
         end_run(run, status=status, outcome=step.reason or f"Follow-up policy: {step.action}.")
-        return []
+        return Decision()
     open_question = standing.open_escalation
     if open_question is not None:
         # Chasing pauses while a human is asked; their answer is the next episode.
-        events.cancel_pending_followups(run)
-        changed += _sleep(run, status=RunStatus.WAITING_HUMAN, wake_when=escalations.wake_reason(open_question))
+        decision.cancel_followups = True
+        decision.fields += _sleep(run, status=RunStatus.WAITING_HUMAN,
+                                  wake_when=escalations.wake_reason(open_question))
     elif step.action == "escalate":
-        events.cancel_pending_followups(run)
+        decision.cancel_followups = True
         escalations.open_escalation(
             run, kind=EscalationKind.STUCK, episode=episode,
             prompt=step.reason or "The follow-up ladder is spent and required tasks are still open.",
         )
     elif step.action == "followup" and flush:
         # The ladder's schedule stands (event "event" re-issues the pending wake): its queued follow-up stays.
-        changed += _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when or f"followup:{step.step}")
+        decision.fields += _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when or f"followup:{step.step}")
     elif step.action == "followup":
-        changed += _schedule_followup(run, episode, step)
+        # The latest decision wins: at most one follow-up is pending (the others are cancelled by the same write).
+        decision.cancel_followups = True
+        decision.scheduled.append(_followup(run, episode, step))
+        decision.fields += _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when or f"followup:{step.step}")
     else:
-        changed += _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when)
+        decision.fields += _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when)
     if held_until is not None:
-        _schedule_flush(run, episode, at=held_until)
-    return changed
+        decision.scheduled.append(_flush(run, episode, at=held_until))
+    return decision
 
 
 def is_flush(episode: Episode) -> bool:
@@ -191,14 +204,10 @@ def end_run(run: Run, *, status: str, outcome: str) -> None:
                 "runtime": True, "text": "open questions closed: the run completed", "escalations": resolved})])
 
 
-def _schedule_followup(run: Run, episode: Episode, step: policy.NextStep) -> list[str]:
+def _followup(run: Run, episode: Episode, step: policy.NextStep) -> events.Planned:
     channel, due_at = _as_the_contact_asked(run, step)
-    # The latest decision wins: at most one follow-up is pending (the others are cancelled by the same statement).
-    events.schedule_episode(
-        run, kind=EpisodeKind.FOLLOWUP, due_at=due_at, dedupe_key=f"followup:after:{episode.seq}",
-        payload={"step": step.step, "channel": channel}, replace_followups=True,
-    )
-    return _sleep(run, status=RunStatus.WAITING, wake_when=step.wake_when or f"followup:{step.step}")
+    return events.Planned(kind=EpisodeKind.FOLLOWUP, due_at=due_at, dedupe_key=f"followup:after:{episode.seq}",
+                          payload={"step": step.step, "channel": channel})
 
 
 def _as_the_contact_asked(run: Run, step: policy.NextStep):
@@ -220,16 +229,13 @@ def _as_the_contact_asked(run: Run, step: policy.NextStep):
     return channel, policy.clamp_defer(run.plan, requested=away, now=step.due_at, tz=tz, run_id=run.offset_key)
 
 
-def _schedule_flush(run: Run, episode: Episode, *, at) -> None:
+def _flush(run: Run, episode: Episode, *, at: datetime) -> events.Planned:
     """An episode at `at` that sends the run's held messages, unless one is already queued by then.
 
     Kind `event`, not `followup`: a reply cancels pending follow-ups, never a held message.
     """
-    queued = Episode.objects.filter(run_id=run.pk, kind=EpisodeKind.EVENT, status=EpisodeStatus.QUEUED,
-                                    payload__contains={FLUSH_FLAG: True}, due_at__lte=at)
-    if not queued.exists():
-        events.schedule_episode(run, kind=EpisodeKind.EVENT, due_at=max(at, clock.now(run)),
-                                dedupe_key=f"flush:after:{episode.seq}", payload={FLUSH_FLAG: True})
+    return events.Planned(kind=EpisodeKind.EVENT, due_at=max(at, clock.now(run)), dedupe_key=f"flush:after:{episode.seq}",
+                          payload={FLUSH_FLAG: True}, unless_queued_by=at)
 
 
 def _sleep(run: Run, *, status: str, wake_when: str | None) -> list[str]:

@@ -7,6 +7,7 @@ before the insert rather than by a failed one.
 """
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -79,6 +80,80 @@ SELECT %(run)s, coalesce((SELECT max(seq) FROM runs_episode WHERE run_id = %(run
  WHERE NOT EXISTS (SELECT 1 FROM runs_episode WHERE run_id = %(run)s AND dedupe_key = %(dedupe_key)s)
 RETURNING *
 """
+
+
+@dataclass(frozen=True)
+class Planned:
+    """An episode a decision schedules under the fence, inserted by the episode's closing write (runs.execution) as
+    schedule_episode would insert it: next seq, nothing when its `dedupe_key` is taken."""
+
+    kind: str
+    due_at: datetime
+    dedupe_key: str
+    payload: dict
+    # Not inserted when a queued episode of its kind whose payload holds its own is due by then (a flush episode,
+    # runs.decisions).
+    unless_queued_by: datetime | None = None
+
+
+# The closing write's episodes, as CTEs its UPDATE of the run reads (runs.execution.CLOSE_SQL): the queued
+# follow-ups cancelled (`cancel_followups`), the planned episodes inserted, and `queued`, the run's queued episodes
+# as they stand after both. One statement sees one snapshot, so `queued` is built from what the other two return
+# rather than read again. The run row's lock (the fence) keeps every other insert out meanwhile.
+# `LIMIT 2` (PLANNED_MAX) is for the planner: it estimates a parameter's unnest at 100 rows, so the prepared
+# statement's generic plan looked dearer than planning each execution for its one or two rows, and PostgreSQL
+# re-planned it every time.
+CLOSING_EPISODES_SQL = """
+cancelled AS (
+    UPDATE runs_episode SET status = 'cancelled'
+     WHERE %(cancel_followups)s AND run_id = %(run)s AND kind = 'followup' AND status = 'queued'
+ RETURNING id
+),
+planned AS (
+    SELECT p.kind, p.payload, p.dedupe_key, p.due_at, row_number() OVER (ORDER BY p.n) AS n
+      FROM (SELECT * FROM unnest(%(p_kind)s::varchar[], %(p_payload)s::jsonb[], %(p_dedupe_key)s::varchar[],
+                                 %(p_due_at)s::timestamptz[], %(p_unless_queued_by)s::timestamptz[])
+                     WITH ORDINALITY AS p(kind, payload, dedupe_key, due_at, unless_queued_by, n)
+             LIMIT 2) p
+     WHERE NOT EXISTS (SELECT 1 FROM runs_episode e WHERE e.run_id = %(run)s AND e.dedupe_key = p.dedupe_key)
+       AND (p.unless_queued_by IS NULL
+            OR NOT EXISTS (SELECT 1 FROM runs_episode e
+                            WHERE e.run_id = %(run)s AND e.kind = p.kind AND e.status = 'queued'
+                              AND e.payload @> p.payload AND e.due_at <= p.unless_queued_by))
+),
+inserted AS (
+    INSERT INTO runs_episode (run_id, seq, kind, payload, dedupe_key, status, due_at, attempts, lease_epoch,
+                              created_at, started_at, finished_at, error)
+    SELECT %(run)s, last.seq + p.n, p.kind, p.payload, p.dedupe_key, 'queued', p.due_at, 0, NULL, %(wall)s, NULL,
+           NULL, ''
+      FROM planned p, (SELECT coalesce(max(seq), 0) AS seq FROM runs_episode WHERE run_id = %(run)s) last
+ RETURNING due_at
+),
+queued AS (
+    SELECT due_at FROM runs_episode
+     WHERE run_id = %(run)s AND status = 'queued' AND id NOT IN (SELECT id FROM cancelled)
+     UNION ALL
+    SELECT due_at FROM inserted
+)"""
+
+
+# The most episodes one decision schedules: the next follow-up and a flush (runs.decisions).
+PLANNED_MAX = 2
+
+
+def closing_params(planned: list[Planned], *, cancel_followups: bool) -> dict:
+    """CLOSING_EPISODES_SQL's parameters (besides `run` and `wall`): the same statement text for up to PLANNED_MAX
+    planned episodes."""
+    if len(planned) > PLANNED_MAX:
+        raise ValueError(f"{len(planned)} episodes planned at once; the closing write inserts up to {PLANNED_MAX}")
+    return {
+        "cancel_followups": cancel_followups,
+        "p_kind": [episode.kind for episode in planned],
+        "p_payload": [json.dumps(episode.payload) for episode in planned],
+        "p_dedupe_key": [episode.dedupe_key for episode in planned],
+        "p_due_at": [episode.due_at for episode in planned],
+        "p_unless_queued_by": [episode.unless_queued_by for episode in planned],
+    }
 
 
 def cancel_pending_followups(run: Run) -> int:

@@ -4,10 +4,11 @@ The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py count
 1. start (runs.episode_loads, `start_next`): one statement takes or keeps the lease, picks the episode, marks it
    running and reads what it needs (→ ctx.facts);
 2. the agent loop, no transaction: the model, then per new send one fenced statement (the pending journal
-   entries and the outbox row, runs.outbox.open_row), a lease renewal and the provider call;
+   entries and the outbox row, runs.outbox.open_row, which confirms the lease for the provider call that follows:
+   runs.tool_executor._confirm_lease) and the provider call;
 3. close (`execute`'s last fence): one statement writes the pending entries, the sends' results and the
-   episode's end; the decision reads once (runs.decisions.read_standing), schedules the next episode in one
-   statement, and the closing write (`_close`) saves the run and releases the lease when nothing else is due.
+   episode's end; the decision reads once (runs.decisions.read_standing), and the closing write (`_close`) saves
+   in one statement the episodes it schedules, the run, and the lease's release when nothing else is due.
 A worker that lost its lease gets LeaseLost from the next fence and has written nothing there.
 """
 
@@ -17,7 +18,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection
 
-from runs import clock, decisions, episode_loads, escalations, events, leases, model_outages
+from runs import clock, decisions, episode_loads, escalations, events, leases, model_outages, statements
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.models import Episode, EpisodeStatus, EscalationKind, Run
 
@@ -76,8 +77,8 @@ def execute(started: episode_loads.Started, *, epoch: int,
     # as it stands.
     with ctx.fence(rider=_finish(clock.now(ctx.run), episode)) as run:
         fields = model_outages.recovered(run, episode)
-        fields += decisions.apply_outcome(run, episode, outcome) if run.is_open else []
-        released = _close(run, fields=fields, epoch=epoch)
+        decision = decisions.apply_outcome(run, episode, outcome) if run.is_open else decisions.Decision()
+        released = _close(run, fields=fields + decision.fields, decision=decision, epoch=epoch)
     return run, released
 
 
@@ -141,37 +142,45 @@ def _drop(run: Run, episode: Episode) -> None:
         episode.save(update_fields=["status", "error"])
 
 
-# The episode's closing write: the fields the decision changed, `next_wake_at` (the earliest queued episode), and
-# the lease's release when nothing else is due now (as the worker would find: worker.next_episode). Under the
-# fence, so an episode or answer recorded meanwhile is either seen here or finds the lease free.
-CLOSE_SQL = """
+# The episode's closing write, one statement: the decision's episodes (runs.events.CLOSING_EPISODES_SQL), the run
+# fields it changed, `next_wake_at` (the earliest queued episode), and the lease's release when nothing else is due
+# now (as the worker would find: worker.next_episode). Under the fence, so an episode or answer recorded meanwhile
+# is either seen here or finds the lease free. One text whatever was decided (runs.statements prepares it): each
+# field the decision may change is written only when `set_<field>` says so.
+CLOSE_SQL = f"""
+WITH {events.CLOSING_EPISODES_SQL}
 UPDATE runs_run
-   SET {fields}updated_at = %(wall)s,
-       next_wake_at = CASE WHEN %(open)s THEN (SELECT min(due_at) FROM runs_episode
-                                                 WHERE run_id = %(run)s AND status = 'queued') END,
+   SET state = CASE WHEN %(set_state)s THEN %(state)s::jsonb ELSE state END,
+       status = CASE WHEN %(set_status)s THEN %(status)s::varchar ELSE status END,
+       wake_when = CASE WHEN %(set_wake_when)s THEN %(wake_when)s::varchar ELSE wake_when END,
+       updated_at = %(wall)s,
+       next_wake_at = CASE WHEN %(open)s THEN (SELECT min(due_at) FROM queued) END,
        lease_owner = CASE WHEN due.any THEN lease_owner END,
        lease_expires_at = CASE WHEN due.any THEN lease_expires_at END
-  FROM (SELECT EXISTS (SELECT 1 FROM runs_episode
-                        WHERE run_id = %(run)s AND ((status = 'queued' AND due_at <= %(now)s)
-                                                    OR (status = 'running' AND lease_epoch < %(epoch)s))) AS any) due
+  FROM (SELECT EXISTS (SELECT 1 FROM queued WHERE due_at <= %(now)s)
+               OR EXISTS (SELECT 1 FROM runs_episode
+                           WHERE run_id = %(run)s AND status = 'running' AND lease_epoch < %(epoch)s) AS any) due
  WHERE id = %(run)s AND lease_epoch = %(epoch)s
 RETURNING next_wake_at, lease_owner IS NULL
-"""
+"""  # noqa: S608 (constants; every value is a parameter)
+# The run fields a decision may change (runs.decisions, runs.model_outages.recovered).
+CLOSE_FIELDS = ("state", "status", "wake_when")
 
 
-def _close(run: Run, *, fields: list[str], epoch: int) -> bool:
-    """Save `fields` of the locked run with next_wake_at, releasing the lease when nothing is due; returns
-    whether it was released (the worker then writes nothing more for this run)."""
-    params = {"wall": clock.wall_now(), "open": run.is_open, "run": run.pk, "now": clock.now(run), "epoch": epoch}
-    assignments = []
-    for name in dict.fromkeys(fields):
-        if name in ("updated_at", "next_wake_at"):
-            continue
+def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: int) -> bool:
+    """Save `fields` of the locked run and the decision's episodes with next_wake_at, releasing the lease when
+    nothing is due; returns whether it was released (the worker then writes nothing more for this run)."""
+    unknown = set(fields) - set(CLOSE_FIELDS) - {"updated_at", "next_wake_at"}
+    if unknown:
+        raise ValueError(f"the closing write does not save {sorted(unknown)}")
+    params = {"wall": clock.wall_now(), "open": run.is_open, "run": run.pk, "now": clock.now(run), "epoch": epoch,
+              **events.closing_params(decision.scheduled, cancel_followups=decision.cancel_followups)}
+    for name in CLOSE_FIELDS:
         field = Run._meta.get_field(name)
-        params[f"f_{name}"] = field.get_db_prep_save(getattr(run, field.attname), connection)
-        assignments.append(f'"{field.column}" = %(f_{name})s, ')
-    with connection.cursor() as cursor:
-        cursor.execute(CLOSE_SQL.replace("{fields}", "".join(assignments)), params)
+        params[f"set_{name}"] = name in fields
+        params[name] = field.get_db_prep_save(getattr(run, field.attname), connection)
+    with statements.cursor() as cursor:
+        cursor.execute(CLOSE_SQL, params)
         run.next_wake_at, released = cursor.fetchone()
     if released:
         run.lease_owner = run.lease_expires_at = None

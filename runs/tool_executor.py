@@ -19,6 +19,7 @@ organization has, it sends through the sandbox connector.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 
 from django.conf import settings
@@ -47,6 +48,9 @@ logger = logging.getLogger(__name__)
 
 # How many of the run's latest inbound messages on a channel are searched for one to thread on.
 THREAD_LOOKBACK = 20
+# How long after the episode's last fenced write a provider call needs no other confirmation of the lease
+# (_confirm_lease): far below half a lease, and above the few instructions between that write and the call.
+FENCE_CONFIRMS_S = 0.05
 
 
 def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, payload: dict, task_key: str,
@@ -266,9 +270,15 @@ def _confirm_lease(ctx: EpisodeContext) -> None:
     finished or timed out (the request timeout is below half the lease). What
     is left is a stall between this check and the request leaving the process.
     """
-    # The fence that wrote the row `sending` extended the lease a moment ago: a read confirms it is still ours
-    # with half of it left (more than any provider request takes), without a write to commit. Less left (a long
-    # stall): renew, as the heartbeat would.
+    if ctx.heartbeat is not None:
+        ctx.heartbeat.check()
+    # The fenced write that wrote the row `sending` extended the lease to a full one from when it was sent, and
+    # only a successor's claim (after that lease expires) or a cancellation (after which nothing of the run is sent
+    # again) moves it: if that write was sent moments ago, it is the check, and reading the lease again would only
+    # confirm it. Any longer (a stall, a paused worker), the lease is read: still ours with half of it left (more
+    # than any provider request takes), or renewed as the heartbeat would.
+    if ctx.fenced_at is not None and time.monotonic() - ctx.fenced_at < FENCE_CONFIRMS_S:
+        return
     if leases.holds(ctx.run_id, epoch=ctx.epoch, seconds_left=settings.LUCIA_LEASE_SECONDS / 2):
         return
     if not leases.renew(ctx.run_id, epoch=ctx.epoch):

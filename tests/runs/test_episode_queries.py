@@ -14,7 +14,9 @@ from runs import events, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, Run
 from tests.runs import loop_helpers
 
-MAX_QUERIES = 12
+# Per kind: what each takes now, a start one more for the plan's read when the process has not cached it yet
+# (runs.plan_cache). The inbound episode here also records a promise in the contact's memory (two statements).
+MAX_QUERIES = {EpisodeKind.START: 8, EpisodeKind.FOLLOWUP: 7, EpisodeKind.INBOUND: 9}
 
 
 def _advance(run: Run) -> list[str]:
@@ -25,7 +27,7 @@ def _advance(run: Run) -> list[str]:
     if os.environ.get("LUCIA_SHOW_QUERIES"):
         print(f"\n--- {len(statements)} queries")
         for sql in statements:
-            print("   ", sql[:300])
+            print("   ", " ".join(sql.split())[:300])
     return statements
 
 
@@ -46,7 +48,7 @@ def started_run(db) -> Run:
 def test_a_start_episode_sends_within_the_query_budget(started_run):
     statements = _advance(started_run)
     assert OutboxMessage.objects.filter(run=started_run, status="sent").count() == 1
-    assert len(statements) <= MAX_QUERIES, "\n".join(statements)
+    assert len(statements) <= MAX_QUERIES[EpisodeKind.START], "\n".join(statements)
 
 
 @pytest.mark.django_db
@@ -57,7 +59,7 @@ def test_a_followup_episode_sends_within_the_query_budget(started_run):
     statements = _advance(started_run)
     assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.DONE
     assert OutboxMessage.objects.filter(run=started_run, status="sent").count() == 2
-    assert len(statements) <= MAX_QUERIES, "\n".join(statements)
+    assert len(statements) <= MAX_QUERIES[EpisodeKind.FOLLOWUP], "\n".join(statements)
 
 
 @pytest.mark.django_db
@@ -69,4 +71,4 @@ def test_an_inbound_episode_within_the_query_budget(started_run):
                                          "subject": "Re: W-9", "text": "Sure, I will send it by Friday."})
     statements = _advance(run)
     assert Episode.objects.get(pk=reply.pk).status == EpisodeStatus.DONE
-    assert len(statements) <= MAX_QUERIES, "\n".join(statements)
+    assert len(statements) <= MAX_QUERIES[EpisodeKind.INBOUND], "\n".join(statements)

@@ -105,6 +105,26 @@ def test_a_send_in_quiet_hours_is_held_and_flushed_once_at_the_window_opening_wi
     assert held.attempts == 1 and SandboxMessage.objects.count() == 2
 
 
+def test_a_second_reply_held_in_the_same_night_leaves_one_flush_and_one_followup(monkeypatch):
+    again = {**ACK, "body": "Thanks again Dana."}
+    script = Script([ASK], [ACK], [again])
+    run = _started(monkeypatch, script)
+    _reply(run, "I'll send it tomorrow.", key="reply-1")
+    run = _at(run, TUESDAY_NIGHT)
+    _reply(run, "Actually, Thursday.", key="reply-2")
+    run = _at(run, TUESDAY_NIGHT + timedelta(minutes=5))
+
+    opening = _window_opening(run, TUESDAY_NIGHT)
+    assert sorted(OutboxMessage.objects.filter(run=run, status=OutboxStatus.PENDING)
+                  .values_list("not_before", flat=True)) == [opening, opening]
+    # The first night's flush is due by then: the second decision schedules no other.
+    [flush] = _queued(run, EpisodeKind.EVENT)
+    assert flush.due_at == opening
+    [followup] = _queued(run, EpisodeKind.FOLLOWUP)  # the latest decision's; the earlier one was cancelled
+    assert followup.dedupe_key == f"followup:after:{Episode.objects.get(run=run, dedupe_key='reply-2').seq}"
+    assert run.next_wake_at == opening and not run.lease_owner
+
+
 def test_a_send_over_the_per_day_cap_is_held_until_the_cap_frees_then_sent(monkeypatch):
     script = Script([ASK, {**ASK, "body": "And the 1099, please."}, {**ASK, "body": "Also your bank details."}])
     run = _started(monkeypatch, script)
