@@ -20,10 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db import connection
+
 from connectors import addresses
 from connectors.models import Channel, SandboxMessage
-from runs import events, worker
-from runs.models import Episode, EpisodeStatus, OutboxMessage, OutboxStatus, Run
+from runs import worker
+from runs.models import Episode, EpisodeStatus, EscalationKind, EscalationStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
 from simulator import delivery
 from simulator.approvers import Approver
@@ -35,6 +37,17 @@ SANDBOX_PREFIX = "sandbox-"
 WORKER_OWNER = "simulator"
 # A run that keeps finding work at one instant without moving on is a runtime bug, not a long case.
 MAX_IDLE_TURNS = 50
+
+
+# What the scheduler reads after each advance (`_run_state`).
+STATE_SQL = """
+SELECT r.status,
+       (SELECT min(e.due_at) FROM runs_episode e WHERE e.run_id = r.id AND e.status = %(queued)s),
+       EXISTS (SELECT 1 FROM runs_outboxmessage o WHERE o.run_id = r.id AND o.status = %(sent)s AND o.id > %(seen)s),
+       EXISTS (SELECT 1 FROM runs_escalation x WHERE x.run_id = r.id AND x.kind = %(approval)s AND x.status = %(open)s)
+  FROM runs_run r
+ WHERE r.id = %(run)s
+"""
 
 
 class RealSendError(RuntimeError):
@@ -77,10 +90,13 @@ class SimScheduler:
         while True:
             report.turns += 1
             ran = worker.advance_run(self.run_id, owner=WORKER_OWNER)
-            self._observe_sends()
+            status, next_due, sent, approvals = self._run_state()
+            if sent:
+                self._observe_sends()
             # A draft waiting for approval is answered at once: its answer is due work at this instant.
-            self.approver.answer_open(self.run_id)
-            status, next_due = self._run_state()
+            if approvals:
+                self.approver.answer_open(self.run_id)
+                status, next_due, _, _ = self._run_state()
             if status not in OPEN_RUN_STATUSES:
                 report.stopped = "ended"
                 break
@@ -105,10 +121,17 @@ class SimScheduler:
         report.approvals = dict(sorted(self.approver.counts.items()))
         return report
 
-    def _run_state(self) -> tuple[str, datetime | None]:
-        status = Run.objects.filter(pk=self.run_id).values_list("status", flat=True).get()
-        next_due = events.earliest_due(self.run_id) if status in OPEN_RUN_STATUSES else None
-        return status, next_due
+    def _run_state(self) -> tuple[str, datetime | None, bool, bool]:
+        """The run's status and earliest queued episode (runs.events.earliest_due), whether it sent anything not
+        yet observed and whether a draft waits for approval: one statement a turn, the rows only when there are
+        some."""
+        with connection.cursor() as cursor:
+            cursor.execute(STATE_SQL, {
+                "run": self.run_id, "seen": self._seen_outbox_id, "queued": EpisodeStatus.QUEUED,
+                "sent": OutboxStatus.SENT, "approval": EscalationKind.APPROVAL, "open": EscalationStatus.OPEN,
+            })
+            status, next_due, sent, approvals = cursor.fetchone()
+        return status, (next_due if status in OPEN_RUN_STATUSES else None), sent, approvals
 
     def _jump(self, wake: datetime) -> None:
         # One UPDATE of virtual_now: the worker re-reads the run, so every module sees the new time.
