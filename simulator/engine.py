@@ -25,7 +25,7 @@ from django.db import connection
 
 from agents.models import AgentVersion, Organization
 from runs import starts, timeline
-from runs.models import RunStatus, TaskStatus
+from runs.models import EpisodeStatus, RunStatus, TaskStatus
 from simulator import expectations, faults, human_answers, personas, scheduler
 
 DEFAULT_WEEKS = 6
@@ -35,6 +35,8 @@ DEFAULT_WEEKS = 6
 DEFAULT_START = (2029, 12, 31)
 START_TIME = time(9, 0)
 DAY = timedelta(days=1)
+# The episodes a scorecard counts: those that ran to an end.
+EPISODES_RUN = (EpisodeStatus.DONE, EpisodeStatus.FAILED)
 
 
 @dataclass
@@ -152,7 +154,7 @@ def _metrics(facts: expectations.Facts) -> dict:
         "escalation_kinds": [e.kind for e in facts.escalations],
         "tokens": run.tokens_used,
         "cost_usd": str(run.cost_used),
-        "episodes": scheduler.episodes_run(run.pk),
+        "episodes": sum(1 for episode in facts.episodes if episode.status in EPISODES_RUN),
         "final_status": run.status,
         "policy_violations": len(expectations.policy_violations(facts)),
         "quiet_hour_sends": len(expectations.quiet_hour_sends(facts)),

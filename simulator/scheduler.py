@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection
+from django.db.models import OuterRef, Subquery
+from django.db.models.fields.json import KT
 
 from connectors import addresses
 from connectors.models import Channel, SandboxMessage
 from runs import worker
-from runs.models import Episode, EpisodeStatus, EscalationKind, EscalationStatus, OutboxMessage, OutboxStatus, Run
+from runs.models import EpisodeStatus, EscalationKind, EscalationStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
 from simulator import delivery
 from simulator.approvers import Approver
@@ -172,11 +174,14 @@ class SimScheduler:
             self.progress(fraction)
 
     def _observe_sends(self) -> None:
+        # With what the provider was handed (connectors.sandbox): the Reply-To token a mail client answers.
+        token = SandboxMessage.objects.filter(idem_key=OuterRef("idem_key")).values(token=KT("payload__run_token"))
         rows = list(
             OutboxMessage.objects.filter(run_id=self.run_id, status=OutboxStatus.SENT, pk__gt=self._seen_outbox_id)
             .order_by("sent_at", "pk")
+            .annotate(run_token=Subquery(token[:1]))
             .values("id", "channel", "tool", "recipient", "sent_at", "payload", "provider_message_id", "idem_key",
-                    "episode__kind")
+                    "episode__kind", "run_token")
         )
         if not rows:
             return
@@ -185,10 +190,7 @@ class SimScheduler:
         if real:
             raise RealSendError(f"run {self.run_id}: outbox rows {[r['id'] for r in real]} were not sent to the "
                                 "sandbox connector")
-        # What the provider was handed (connectors.sandbox): the Reply-To token a mail client answers.
-        delivered = dict(SandboxMessage.objects.filter(idem_key__in=[row["idem_key"] for row in rows])
-                         .values_list("idem_key", "payload__run_token"))
-        self.cast.hear([{**row, "run_token": delivered.get(row["idem_key"]) or ""} for row in rows])
+        self.cast.hear([{**row, "run_token": row["run_token"] or ""} for row in rows])
 
     def _deliver_due(self, report: SchedulerReport) -> None:
         for action in self.cast.pop_due(self.now):
@@ -196,8 +198,4 @@ class SimScheduler:
             if action.kind == "stop":
                 report.opt_outs.setdefault((Channel.SMS, addresses.normalize_phone(action.sender)), action.at)
             report.deliveries.append(found)
-
-
-def episodes_run(run_id: int) -> int:
-    return Episode.objects.filter(run_id=run_id, status__in=[EpisodeStatus.DONE, EpisodeStatus.FAILED]).count()
 
