@@ -43,9 +43,9 @@ MAX_IDLE_TURNS = 50
 
 # What the scheduler reads after each advance (`_run_state`): the run's status, its earliest queued episode
 # (runs.events.earliest_due), whether it sent anything not yet observed, whether a draft waits for approval.
-# When none of that can change where the clock goes next (nothing new to hear or answer) and `wake`, the
-# sooner of that episode and %(other)s, is ahead of now and before the horizon, the same statement jumps the
-# clock there (`_jump`): a quiet turn is one statement, not two. Otherwise run() decides, as it always could.
+# When none of that can change where the clock goes next (nothing new to hear or answer) and the sooner of
+# that episode and `other` (the personas' next action) is ahead of now and before the horizon, the same
+# statement jumps the clock there (as `_jump`): a quiet turn is one statement, not two. Otherwise run() decides.
 STATE_SQL = """
 WITH state AS (
     SELECT r.status,
