@@ -64,9 +64,10 @@ def execute(started: episode_loads.Started, *, epoch: int,
     except leases.LeaseLost:
         raise
     except model_outages.ModelUnavailable as outage:  # the model is down: the episode waits for it, not a human
+        # ctx.episode is the row as it stands (see below); the closing write releases the lease if nothing is due.
         with ctx.fence() as run:
-            model_outages.postpone(run, Episode.objects.get(pk=episode.pk), error=outage.error)
-        return run, False
+            released = _close(run, fields=model_outages.postpone(run, episode, error=outage.error), epoch=epoch)
+        return run, released
     except Exception as exc:  # any loop failure is the episode's, not the worker's
         logger.exception("run %s: episode #%s failed", run.pk, episode.seq)
         with ctx.fence() as run:

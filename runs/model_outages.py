@@ -3,7 +3,9 @@
 The model layer classifies errors (runs.llm.base.ModelError.retryable; the
 OpenAI provider maps 429, 5xx, timeouts and connection errors to retryable).
 A retryable failure ends the episode's attempt with nothing sent: the loop
-raises ModelUnavailable and the worker calls `postpone` under its fence:
+raises ModelUnavailable and the worker calls `postpone` under its fence, then
+saves the run with the episode's closing write (runs.execution._close), which
+releases the lease when nothing else is due:
 
 - the episode goes back to `queued`, due after a backoff that doubles from
   LUCIA_MODEL_RETRY_SECONDS up to LUCIA_MODEL_RETRY_MAX_SECONDS (a provider's
@@ -33,7 +35,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from runs import clock, escalations, events, journal
+from runs import clock, escalations, journal
 from runs.llm.base import ModelError
 from runs.models import Episode, EscalationKind, JournalEntry, JournalKind, Run, RunStatus
 
@@ -60,9 +62,10 @@ def backoff(failures: int, *, retry_after: float | None = None) -> timedelta:
     return timedelta(seconds=min(max(seconds, retry_after or 0), cap))
 
 
-def postpone(run: Run, episode: Episode, *, error: ModelError) -> datetime:
+def postpone(run: Run, episode: Episode, *, error: ModelError) -> list[str]:
     """Requeue the running episode for after the backoff, journal it, escalate once a long outage; under the
-    fence (`run` is the locked row). Returns when the model is asked again."""
+    fence (`run` is the locked row). Returns the run fields it changed, for the closing write to save with
+    next_wake_at (runs.execution._close); `episode.due_at` is when the model is asked again."""
     now = clock.now(run)
     outage = dict(run.state.get(STATE_KEY) or {})
     since = datetime.fromisoformat(outage["since"]) if outage.get("since") else now
@@ -83,8 +86,11 @@ def postpone(run: Run, episode: Episode, *, error: ModelError) -> datetime:
                       f"{retry_at:%Y-%m-%d %H:%M} UTC, failure {failures} since {since:%Y-%m-%d %H:%M} UTC",
               "failures": failures, "since": since.isoformat(), "retry_at": retry_at.isoformat()},
     )])
-    logger.warning("run %s: model unavailable (%s failures since %s), episode #%s retried at %s",
-                   run.pk, failures, since, episode.seq, retry_at)
+    # The outage's first failure is news; each retry after it is in the journal, and a long outage escalates.
+    # A simulated run's outage is a scripted fault, part of its story, not the deployment's.
+    logger.log(logging.WARNING if failures == 1 and not run.sim else logging.DEBUG,
+               "run %s: model unavailable (%s failures since %s), episode #%s retried at %s",
+               run.pk, failures, since, episode.seq, retry_at)
     run.state = {**run.state, STATE_KEY: outage}
     lasted = now - since
     if lasted >= timedelta(seconds=settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S) and not run.state.get(ESCALATED_KEY):
@@ -102,9 +108,7 @@ def postpone(run: Run, episode: Episode, *, error: ModelError) -> datetime:
     if run.status == RunStatus.ACTIVE:
         run.sleep()
         run.wake_when = WAKE_REASON
-    run.next_wake_at = events.earliest_due(run.pk)
-    run.save(update_fields=["state", "status", "wake_when", "next_wake_at", "updated_at"])
-    return retry_at
+    return ["state", "status", "wake_when"]
 
 
 def recovered(run: Run, episode: Episode) -> list[str]:

@@ -35,7 +35,7 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
     ran, released = 0, False
     try:
         started = execution.start_next(start, epoch=epoch)
-        with leases.Heartbeat(run_id, epoch=epoch, interval=heartbeat_interval) as heartbeat:
+        with _heartbeat(run, epoch=epoch, interval=heartbeat_interval) as heartbeat:
             ran, released = _drain(run_id, started, epoch=epoch, heartbeat=heartbeat)
     except leases.LeaseLost as lost:
         # Another worker owns the run now; it resumes whatever this one left running.
@@ -93,3 +93,24 @@ def _requeue_if_due(run_id: int) -> None:
     run = Run.objects.get(pk=run_id)
     if run.is_open and next_episode(run, epoch=run.lease_epoch + 1) is not None:
         queue.enqueue_advance(run)
+
+
+class _Unwatched:
+    """A simulated run's stand-in for leases.Heartbeat: no thread, no renewals (virtual time needs none).
+
+    Only its simulator advances a simulated run (the queue, the dispatcher and the reaper leave it alone), so a
+    lease that ran out during a long step is taken by nobody; each fenced write extends it anyway, and the
+    fence's epoch check stands as for any run."""
+
+    def __enter__(self) -> "_Unwatched":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        return None
+
+    def check(self) -> None:
+        return None
+
+
+def _heartbeat(run: Run, *, epoch: int, interval: float | None) -> leases.Heartbeat | _Unwatched:
+    return _Unwatched() if run.sim else leases.Heartbeat(run.pk, epoch=epoch, interval=interval)

@@ -36,6 +36,10 @@ class Human:
         self.steps = list(steps or [])
         self.answers: list[HumanAnswer] = []
 
+    def pending(self) -> bool:
+        """Whether a scripted step is still to answer (next_at then reads the run's escalations)."""
+        return len(self.answers) < len(self.steps)
+
     def next_at(self, run_id: int) -> datetime | None:
         """When the next step answers (its escalation's raise + after), or None while nothing waits for it."""
         found = self._next(run_id)
@@ -50,7 +54,7 @@ class Human:
         return done
 
     def _next(self, run_id: int) -> tuple[Escalation, datetime] | None:
-        if len(self.answers) >= len(self.steps):
+        if not self.pending():
             return None
         step = self.steps[len(self.answers)]
         waiting = (Escalation.objects.filter(run_id=run_id, status=EscalationStatus.OPEN)

@@ -20,10 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.db import connection
+from django.db.models import OuterRef, Subquery
+from django.db.models.fields.json import KT
+
 from connectors import addresses
 from connectors.models import Channel, SandboxMessage
-from runs import events, worker
-from runs.models import Episode, EpisodeStatus, OutboxMessage, OutboxStatus, Run
+from runs import worker
+from runs.models import EpisodeStatus, EscalationKind, EscalationStatus, OutboxMessage, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
 from simulator import delivery
 from simulator.approvers import Approver
@@ -35,6 +39,34 @@ SANDBOX_PREFIX = "sandbox-"
 WORKER_OWNER = "simulator"
 # A run that keeps finding work at one instant without moving on is a runtime bug, not a long case.
 MAX_IDLE_TURNS = 50
+
+
+# What the scheduler reads after each advance (`_run_state`): the run's status, its earliest queued episode
+# (runs.events.earliest_due), whether it sent anything not yet observed, whether a draft waits for approval.
+# When none of that can change where the clock goes next (nothing new to hear or answer) and the sooner of
+# that episode and `other` (the personas' next action) is ahead of now and before the horizon, the same
+# statement jumps the clock there (as `_jump`): a quiet turn is one statement, not two. Otherwise run() decides.
+STATE_SQL = """
+WITH state AS (
+    SELECT r.status,
+           (SELECT min(e.due_at) FROM runs_episode e WHERE e.run_id = r.id AND e.status = %(queued)s) AS next_due,
+           EXISTS (SELECT 1 FROM runs_outboxmessage o
+                    WHERE o.run_id = r.id AND o.status = %(sent)s AND o.id > %(seen)s) AS sent,
+           EXISTS (SELECT 1 FROM runs_escalation x
+                    WHERE x.run_id = r.id AND x.kind = %(approval)s AND x.status = %(open)s) AS approvals
+      FROM runs_run r
+     WHERE r.id = %(run)s
+), wake AS (
+    SELECT least(state.next_due, %(other)s::timestamptz) AS at FROM state
+     WHERE %(may_jump)s AND state.status = ANY(%(open_statuses)s) AND NOT state.sent AND NOT state.approvals
+), jumped AS (
+    UPDATE runs_run r SET virtual_now = wake.at
+      FROM wake
+     WHERE r.id = %(run)s AND wake.at > %(now)s AND wake.at < %(horizon)s
+ RETURNING r.virtual_now
+)
+SELECT state.status, state.next_due, state.sent, state.approvals, (SELECT virtual_now FROM jumped) FROM state
+"""
 
 
 class RealSendError(RuntimeError):
@@ -77,42 +109,62 @@ class SimScheduler:
         while True:
             report.turns += 1
             ran = worker.advance_run(self.run_id, owner=WORKER_OWNER)
-            self._observe_sends()
+            status, next_due, sent, approvals, jumped = self._run_state(jump=True)
+            if sent:
+                self._observe_sends()
             # A draft waiting for approval is answered at once: its answer is due work at this instant.
-            self.approver.answer_open(self.run_id)
-            status, next_due = self._run_state()
+            if approvals:
+                self.approver.answer_open(self.run_id)
+                status, next_due, _, _, _ = self._run_state(jump=False)
             if status not in OPEN_RUN_STATUSES:
                 report.stopped = "ended"
                 break
-            wake = min((t for t in (next_due, self.cast.next_at(), self.human.next_at(self.run_id))
-                        if t is not None), default=None)
-            if wake is None:
-                report.stopped = "idle"
-                break
-            if wake >= self.horizon:  # the horizon is the first instant after the simulated weeks
-                break
-            if wake <= self.now:
-                # Still work at this instant (the slice cap, or an episode the last advance left queued).
-                idle_turns = 0 if ran else idle_turns + 1
-                if idle_turns > MAX_IDLE_TURNS:
-                    raise SchedulerStuck(f"run {self.run_id}: work due at {self.now} but advance_run ran nothing")
-            else:
+            if jumped is not None:
                 idle_turns = 0
-                self._jump(wake)
+                self._jumped(jumped)
+            else:
+                wake = min((t for t in (next_due, self.cast.next_at(), self.human.next_at(self.run_id))
+                            if t is not None), default=None)
+                if wake is None:
+                    report.stopped = "idle"
+                    break
+                if wake >= self.horizon:  # the horizon is the first instant after the simulated weeks
+                    break
+                if wake <= self.now:
+                    # Still work at this instant (the slice cap, or an episode the last advance left queued).
+                    idle_turns = 0 if ran else idle_turns + 1
+                    if idle_turns > MAX_IDLE_TURNS:
+                        raise SchedulerStuck(f"run {self.run_id}: work due at {self.now} but advance_run ran nothing")
+                else:
+                    idle_turns = 0
+                    self._jump(wake)
             self._deliver_due(report)
             self.human.answer_due(self.run_id, now=self.now)
         self._report_progress(1.0)
         report.approvals = dict(sorted(self.approver.counts.items()))
         return report
 
-    def _run_state(self) -> tuple[str, datetime | None]:
-        status = Run.objects.filter(pk=self.run_id).values_list("status", flat=True).get()
-        next_due = events.earliest_due(self.run_id) if status in OPEN_RUN_STATUSES else None
-        return status, next_due
+    def _run_state(self, *, jump: bool) -> tuple[str, datetime | None, bool, bool, datetime | None]:
+        """(status, earliest queued episode while open, sent anything new?, a draft waiting?, where the clock
+        jumped or None), in one statement (STATE_SQL); `jump`: it may move the clock when nothing else can
+        change where to. A human with steps left looks escalations up first (Human.next_at): no jump then."""
+        may_jump = jump and not self.human.pending()
+        with connection.cursor() as cursor:
+            cursor.execute(STATE_SQL, {
+                "run": self.run_id, "seen": self._seen_outbox_id, "queued": EpisodeStatus.QUEUED,
+                "sent": OutboxStatus.SENT, "approval": EscalationKind.APPROVAL, "open": EscalationStatus.OPEN,
+                "open_statuses": list(OPEN_RUN_STATUSES), "may_jump": may_jump,
+                "other": self.cast.next_at() if may_jump else None, "now": self.now, "horizon": self.horizon,
+            })
+            status, next_due, sent, approvals, jumped = cursor.fetchone()
+        return status, (next_due if status in OPEN_RUN_STATUSES else None), sent, approvals, jumped
 
     def _jump(self, wake: datetime) -> None:
         # One UPDATE of virtual_now: the worker re-reads the run, so every module sees the new time.
         Run.objects.filter(pk=self.run_id).update(virtual_now=wake)
+        self._jumped(wake)
+
+    def _jumped(self, wake: datetime) -> None:
         self.now = wake
         total = (self.horizon - self.start).total_seconds() or 1.0
         self._report_progress(min((wake - self.start).total_seconds() / total, 1.0))
@@ -122,11 +174,14 @@ class SimScheduler:
             self.progress(fraction)
 
     def _observe_sends(self) -> None:
+        # With what the provider was handed (connectors.sandbox): the Reply-To token a mail client answers.
+        token = SandboxMessage.objects.filter(idem_key=OuterRef("idem_key")).values(token=KT("payload__run_token"))
         rows = list(
             OutboxMessage.objects.filter(run_id=self.run_id, status=OutboxStatus.SENT, pk__gt=self._seen_outbox_id)
             .order_by("sent_at", "pk")
+            .annotate(run_token=Subquery(token[:1]))
             .values("id", "channel", "tool", "recipient", "sent_at", "payload", "provider_message_id", "idem_key",
-                    "episode__kind")
+                    "episode__kind", "run_token")
         )
         if not rows:
             return
@@ -135,10 +190,7 @@ class SimScheduler:
         if real:
             raise RealSendError(f"run {self.run_id}: outbox rows {[r['id'] for r in real]} were not sent to the "
                                 "sandbox connector")
-        # What the provider was handed (connectors.sandbox): the Reply-To token a mail client answers.
-        delivered = dict(SandboxMessage.objects.filter(idem_key__in=[row["idem_key"] for row in rows])
-                         .values_list("idem_key", "payload__run_token"))
-        self.cast.hear([{**row, "run_token": delivered.get(row["idem_key"]) or ""} for row in rows])
+        self.cast.hear([{**row, "run_token": row["run_token"] or ""} for row in rows])
 
     def _deliver_due(self, report: SchedulerReport) -> None:
         for action in self.cast.pop_due(self.now):
@@ -146,8 +198,4 @@ class SimScheduler:
             if action.kind == "stop":
                 report.opt_outs.setdefault((Channel.SMS, addresses.normalize_phone(action.sender)), action.at)
             report.deliveries.append(found)
-
-
-def episodes_run(run_id: int) -> int:
-    return Episode.objects.filter(run_id=run_id, status__in=[EpisodeStatus.DONE, EpisodeStatus.FAILED]).count()
 

@@ -86,6 +86,7 @@ def test_a_model_outage_postpones_the_episode_with_a_doubling_capped_backoff_and
     assert episode.due_at == start + timedelta(seconds=60)
     assert run.status == RunStatus.WAITING and run.wake_when == "model:outage"
     assert run.next_wake_at == episode.due_at
+    assert run.lease_owner is None  # the postponement's closing write released it: nothing else was due
     assert not OutboxMessage.objects.exists() and not Escalation.objects.exists()
 
     run = _retry_until(run, until=start + timedelta(hours=3))
@@ -96,6 +97,18 @@ def test_a_model_outage_postpones_the_episode_with_a_doubling_capped_backoff_and
     assert model.failures == len(waits) and len(waits) >= 8
     assert not OutboxMessage.objects.exists() and not Escalation.objects.exists()
     assert Episode.objects.get(pk=episode.pk).status == EpisodeStatus.QUEUED  # still due, never failed
+
+
+def test_an_outage_postpones_each_due_episode_in_one_advance(model):
+    run = h.make_run()
+    h.add_episode(run, EpisodeKind.START)
+    h.inbound(run, "Here it is")
+
+    run = _advance(run, run.virtual_now)  # the first postponement keeps the lease: the second episode is due
+
+    assert model.failures == 2 and run.lease_owner is None
+    assert sorted(Episode.objects.filter(run=run).values_list("status", flat=True)) == [EpisodeStatus.QUEUED] * 2
+    assert run.next_wake_at == run.virtual_now + timedelta(seconds=60)
 
 
 def test_the_run_resumes_by_itself_when_the_model_is_back(model):

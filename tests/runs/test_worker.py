@@ -164,6 +164,26 @@ def test_a_simulated_run_follows_its_virtual_clock(monkeypatch):
 
 
 @pytest.mark.django_db
+def test_only_a_real_run_has_its_lease_renewed_by_a_heartbeat_thread(monkeypatch):
+    beating = []
+
+    class Spy(leases.Heartbeat):
+        def __init__(self, run_id: int, **kwargs) -> None:
+            beating.append(run_id)
+            super().__init__(run_id, **kwargs)
+
+    monkeypatch.setattr(leases, "Heartbeat", Spy)
+    fakes.install(monkeypatch)
+    real, _ = _run_with_start_episode()
+    simulated, _ = _run_with_start_episode(sim=True, virtual_now=timezone.now() + timedelta(minutes=1))
+
+    assert worker.advance_run(real.pk) and worker.advance_run(simulated.pk)
+
+    assert beating == [real.pk]  # virtual time needs no renewals: only the simulator advances a simulated run
+    assert Run.objects.get(pk=simulated.pk).lease_owner is None
+
+
+@pytest.mark.django_db
 def test_the_run_completes_when_every_required_task_is_done(monkeypatch):
     run, _ = _run_with_start_episode()
     later = EpisodeFactory(run=run, kind="followup", due_at=timezone.now() + timedelta(days=3))
