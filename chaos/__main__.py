@@ -27,6 +27,9 @@ def main(argv: list[str]) -> int:
     except ValueError as error:
         print(f"--faults: {error}", file=sys.stderr)
         return 2
+    if args.rungs is not None and args.rungs < 1:
+        print("--rungs: at least 1", file=sys.stderr)
+        return 2
     worker_argv = shlex.split(args.worker_command) if args.worker_command else default_worker_argv()
     workdir = Path(tempfile.mkdtemp(prefix="lucia-chaos-"))
     database = PrivateDatabase(workdir)
@@ -43,7 +46,13 @@ def main(argv: list[str]) -> int:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0, interactive=False)
-        from chaos import harness, injector
+        from chaos import harness, injector, scenario
+
+        try:
+            agent_path = scenario.shorter_agent(args.rungs, into=workdir) if args.rungs else scenario.AGENT_PATH
+        except ValueError as error:
+            print(f"--rungs: {error}", file=sys.stderr)
+            return 2
 
         worker_env = {**os.environ, **env, **injector.worker_faults_env(workdir / "fault-markers"),
                       "LUCIA_Q_WORKERS": str(args.workers_per_command)}
@@ -52,7 +61,7 @@ def main(argv: list[str]) -> int:
             settle_max_s=args.settle_max, stall_s=args.stall,
             seed=args.seed, kinds=kinds, commands=args.commands, worker_argv=worker_argv, worker_env=worker_env,
             harness_dispatch=_harness_dispatch(args.dispatch, worker_argv), db_restarts=args.db_restarts,
-            workdir=workdir, progress_every_s=args.progress_every,
+            workdir=workdir, progress_every_s=args.progress_every, agent_path=agent_path,
         )
         print(f"chaos: {args.runs} runs, {args.duration:.0f} s of faults ({', '.join(kinds)}), "
               f"{args.commands} × `{' '.join(worker_argv[1:])}`", flush=True)
@@ -139,6 +148,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--faults", default="all",
                         help=f"all, or a comma-separated subset of: {','.join(schedule.KINDS)}")
+    parser.add_argument("--rungs", type=int, default=None,
+                        help="climb only the first RUNGS steps of the agent's ladder (default: all eleven)")
     parser.add_argument("--db-restarts", type=int, default=2)
     parser.add_argument("--commands", type=int, default=2, help="worker commands (clusters) to run side by side")
     parser.add_argument("--workers-per-command", type=int, default=2, help="django-q2 workers in each")

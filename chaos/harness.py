@@ -54,6 +54,7 @@ class Options:
     db_restarts: int
     workdir: Path
     progress_every_s: float = 5.0
+    agent_path: Path = scenario.AGENT_PATH
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -70,7 +71,7 @@ def run(options: Options, *, database: PrivateDatabase) -> int:
                 for index in range(options.commands)]
     injector = Injector(rng=rng, commands=commands, database=database, twilio=twilio, markers=markers, log=log)
     try:
-        deployments = scenario.prepare(twilio)
+        deployments = scenario.prepare(twilio, agent_path=options.agent_path)
         if "lookup-fail" in options.kinds:
             # A quarter of the recipients can never be looked up: their unknown outcomes go to a human.
             twilio.lookups_down_for = {scenario.phone_of(index) for index in range(options.runs) if index % 4 == 3}

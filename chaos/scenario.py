@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
+
 from agents import versions
 from agents.models import Deployment, Organization
 from chaos import provider
@@ -18,9 +20,9 @@ ORGANIZATIONS = ("chaos-north", "chaos-south")
 OUR_NUMBERS = ("+15005550006", "+15005550007")  # one active identity per address
 
 
-def prepare(twilio: provider.ChaosTwilio) -> list[Deployment]:
+def prepare(twilio: provider.ChaosTwilio, *, agent_path: Path = AGENT_PATH) -> list[Deployment]:
     """Create the organizations, their identities and deployments of the agent; one deployment each."""
-    template = versions.load_template(AGENT_PATH)
+    template = versions.load_template(agent_path)
     deployments = []
     for slug, number in zip(ORGANIZATIONS, OUR_NUMBERS, strict=True):
         # sandbox: it may hold the sandbox email identity below; its SMS go to the Twilio fake.
@@ -36,6 +38,23 @@ def prepare(twilio: provider.ChaosTwilio) -> list[Deployment]:
         version = versions.follow_template(template, organization=organization)  # the organization's own copy
         deployments.append(versions.deploy(organization, version))
     return deployments
+
+
+def shorter_agent(rungs: int, *, into: Path) -> Path:
+    """The agent with only the first `rungs` steps of its ladder, written into `into`: a run settles sooner.
+
+    Settling waits for every run to climb its whole ladder, a rung at a time, so
+    the ladder's length, not the number of runs, bounds a small run's duration.
+    """
+    config = yaml.safe_load(AGENT_PATH.read_text())
+    steps = config["followup"]["steps"]
+    if not 1 <= rungs <= len(steps):
+        raise ValueError(f"the agent's ladder has {len(steps)} rungs; choose 1 to {len(steps)}")
+    config["followup"]["steps"] = steps[:rungs]
+    config["followup"]["max_attempts"] = rungs
+    path = into / "agent.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    return path
 
 
 def start(deployment: Deployment, *, index: int) -> Run:

@@ -98,7 +98,7 @@ def _chaos_plan() -> dict:
     return plan
 
 
-def _start_runs(twilio: driver.ChaosTwilio) -> list[Run]:
+def _start_runs(twilio: driver.ChaosTwilio, *, count: int = RUNS) -> list[Run]:
     organization = OrganizationFactory()
     s.sms_identity(organization, twilio)
     _, deployment = deployed_agent(_chaos_plan(), organization=organization)
@@ -107,7 +107,7 @@ def _start_runs(twilio: driver.ChaosTwilio) -> list[Run]:
         starts.start_run(organization, version=version, goal=f"Collect the W-9 of vendor {index}", contacts=[
             {"role": "vendor", "name": f"Dana Vendor{index}", "phone": f"+1555555{2000 + index}",
              "timezone": "America/Chicago"}])
-        for index in range(RUNS)
+        for index in range(count)
     ]
 
 
@@ -232,7 +232,7 @@ def _assert_runs_at_rest(run_ids: list[int], rows: list[OutboxMessage]) -> None:
 
 def test_a_worker_paused_before_its_provider_call_sends_nothing_after_a_takeover(twilio, tmp_path, settings):
     settings.LUCIA_SEND_SETTLE_SECONDS = 0  # the new owner looks the key up at once
-    run = _start_runs(twilio)[0]
+    [run] = _start_runs(twilio, count=1)
     paused = workers.spawn_paused_at("before_provider_call", run.pk, log_dir=tmp_path)
     try:
         # The paused worker wrote `sending` and stopped right before the provider call; its lease lapses.

@@ -21,6 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# stop() waits for serve_forever's next poll: the 0.5 s default cost a test up to half a second per fake.
+SHUTDOWN_POLL_S = 0.05
+
 
 @dataclass
 class FakeResponse:
@@ -87,7 +90,8 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(SHUTDOWN_POLL_S,),
+                                        name="fake-openai", daemon=True)
 
     @property
     def base_url(self) -> str:

@@ -18,6 +18,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+# stop() waits for serve_forever's next poll: the 0.5 s default cost a test up to half a second per fake.
+SHUTDOWN_POLL_S = 0.05
+
 
 @dataclass
 class Recorded:
@@ -68,7 +71,7 @@ class FakeServer:
         self.drop = False
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -90,7 +93,7 @@ class FakeServer:
     def accept_connections(self) -> None:
         """Listen again on the same port after `refuse_connections`."""
         self._server = ThreadingHTTPServer(self._server.server_address[:2], _handler_for(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
         self._thread.start()
 
     def fail_with(self, status: int | None) -> None:

@@ -83,12 +83,18 @@ def hold(marker: str) -> None:
         threading.Event().wait(120)
 
 
-def real_run():
-    """A real (non-simulated) run whose start episode is due now; on any day and hour, as the test runs live."""
+def real_run(*, like=None):
+    """A real (non-simulated) run whose start episode is due now; on any day and hour, as the test runs live.
+
+    `like`: another run of the same organization and version (a test that needs two on one cluster).
+    """
     from connectors import identities
     from runs import starts
     from tests.factories import OrganizationFactory, deployed_agent, draft_version
 
+    if like is not None:
+        return starts.start_run(like.organization, version=like.version, goal="Collect the W-9 again", contacts=[
+            {"role": "vendor", "email": "vendor-two@example.com", "timezone": "America/New_York"}])
     plan = draft_version().compiled
     plan["followup"].update(business_days=list(range(7)), business_hours={"start": "00:00", "end": "23:59"})
     plan["compliance"]["quiet_hours"] = None

@@ -2,7 +2,8 @@
 
 Each test starts `manage.py runworkers` on the test database with one worker
 and a short stall time, hurts the cluster, and polls the database (bounded) until
-queued work has run again.
+queued work has run again. Starting a cluster costs seconds, so scenarios that
+need the same settings hurt one cluster in turn instead of starting one each.
 """
 
 import os
@@ -56,7 +57,12 @@ def _start_episode_done(run) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_cluster_wedged_by_a_killed_idle_worker_is_restarted_and_runs_queued_work(supervised):
+def test_a_cluster_wedged_by_a_killed_idle_worker_fails_healthz_is_restarted_and_runs_queued_work(
+        supervised, client, settings):
+    # One wedge, watched from both sides (it costs a cluster start and a stall each time it is made): /healthz/
+    # goes 503 while the cluster is stuck, the supervisor restarts it, the work runs and health recovers by itself.
+    settings.LUCIA_HEALTH_MAX_QUEUE_AGE = 2
+    settings.LUCIA_HEALTH_MAX_DUE_LAG = 2
     # django-q2's own idle wait (the lock-free wait off): the upstream wedge, django-q2 issue #23.
     name, log = supervised(env={"LUCIA_Q_LOCK_FREE_WAIT": "false"})
     idle = clusters.worker_pid(name, log)
@@ -65,18 +71,29 @@ def test_a_cluster_wedged_by_a_killed_idle_worker_is_restarted_and_runs_queued_w
 
     run = clusters.real_run()
 
+    wedged = []
+    assert clusters.wait_for(lambda: wedged.append(client.get("/healthz/")) or wedged[-1].status_code == 503,
+                             seconds=20)
+    problems = wedged[-1].json()["problems"]
+    assert any(p.startswith("queue: the oldest of") for p in problems), problems
+    assert any(p.startswith("due-lag: an episode due") for p in problems), problems
+
     assert clusters.wait_for(lambda: _start_episode_done(run), seconds=45), log.read_text()[-4000:]
     row = ClusterHeartbeat.objects.get(cluster=name)
     assert row.restarts >= 1
     assert re.match(r"stalled: \d+ queued task\(s\) waited over 5s and no task started or finished",
                     row.last_restart_reason), row.last_restart_reason
     assert "restarting qcluster" in log.read_text()
+    assert clusters.wait_for(lambda: client.get("/healthz/").status_code == 200, seconds=45), log.read_text()[-4000:]
 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_with_the_lock_free_wait_a_killed_idle_worker_does_not_wedge_the_cluster(supervised):
-    # A long stall time: the cluster must recover by itself, not through a restart.
+def test_with_the_lock_free_wait_a_killed_idle_worker_or_monitor_does_not_wedge_the_cluster(supervised):
+    from django_q.models import OrmQ
+
+    # A long stall time: the cluster must recover by itself, not through a restart. One cluster for both kills
+    # (each costs a cluster start otherwise); the monitor is killed once the first recovery is shown.
     name, log = supervised(stall_after=600)
     killed = clusters.worker_pid(name, log)
     assert clusters.wait_for(lambda: clusters.blocked_in(killed, "poll", "select"), seconds=10)  # idle
@@ -88,20 +105,13 @@ def test_with_the_lock_free_wait_a_killed_idle_worker_does_not_wedge_the_cluster
     assert ClusterHeartbeat.objects.get(cluster=name).restarts == 0
     assert clusters.worker_pid(name, log) != killed
 
-
-@pytest.mark.slow
-@pytest.mark.django_db(transaction=True)
-def test_with_the_lock_free_wait_a_killed_idle_monitor_does_not_stop_results_being_acknowledged(supervised):
-    from django_q.models import OrmQ
-
-    name, log = supervised(stall_after=600)
     monitor = clusters.monitor_pid(name, log)
     assert clusters.wait_for(lambda: clusters.blocked_in(monitor, "poll", "select"), seconds=10)  # idle
     os.kill(monitor, signal.SIGKILL)
 
-    run = clusters.real_run()
+    second = clusters.real_run(like=run)
 
-    assert clusters.wait_for(lambda: _start_episode_done(run), seconds=30), log.read_text()[-4000:]
+    assert clusters.wait_for(lambda: _start_episode_done(second), seconds=30), log.read_text()[-4000:]
     # The new monitor reads the results: the broker's rows are acknowledged (deleted), not left to be redelivered.
     assert clusters.wait_for(lambda: not OrmQ.objects.exists(), seconds=20), list(OrmQ.objects.values("id", "lock"))
     assert ClusterHeartbeat.objects.get(cluster=name).restarts == 0
@@ -109,7 +119,11 @@ def test_with_the_lock_free_wait_a_killed_idle_monitor_does_not_stop_results_bei
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_killed_busy_worker_is_replaced_and_queued_work_runs(supervised, tmp_path):
+def test_a_killed_busy_worker_is_replaced_and_runs_a_follow_up_the_supervisor_dispatches_within_seconds(
+        supervised, tmp_path):
+    from django_q.models import Schedule
+
+    Schedule.objects.all().delete()  # only the supervisor's own dispatch can enqueue the follow-up
     name, log = supervised()
     marker = tmp_path / "busy.pid"
     async_task("tests.runs.cluster_helpers.hold", str(marker))
@@ -121,11 +135,16 @@ def test_a_killed_busy_worker_is_replaced_and_queued_work_runs(supervised, tmp_p
     assert clusters.wait_for(lambda: _start_episode_done(run), seconds=30), log.read_text()[-4000:]
     # The heartbeat shows the replacement worker's progress (stamped just after the task returns).
     assert clusters.wait_for(lambda: ClusterHeartbeat.objects.get(cluster=name).last_task_finished_at, seconds=10)
+    followup = Episode.objects.get(run=run, kind="followup", status=EpisodeStatus.QUEUED)
+
+    _sql("UPDATE runs_episode SET due_at = statement_timestamp() + interval '2 seconds' WHERE id = %s", [followup.pk])
+
+    assert clusters.wait_for(lambda: Episode.objects.get(pk=followup.pk).status == EpisodeStatus.DONE, seconds=20)
 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_qcluster_that_exits_is_started_again(supervised):
+def test_a_qcluster_that_exits_is_started_again_and_dies_with_a_supervisor_killed_outright(supervised):
     name, log = supervised()
     first = ClusterHeartbeat.objects.get(cluster=name).pid
     os.killpg(first, signal.SIGKILL)
@@ -136,21 +155,20 @@ def test_a_qcluster_that_exits_is_started_again(supervised):
     run = clusters.real_run()
     assert clusters.wait_for(lambda: _start_episode_done(run), seconds=30), log.read_text()[-4000:]
 
+    # The same cluster, its supervisor now SIGKILLed: no signal handler runs, the qcluster must go by itself.
+    qcluster = psutil.Process(row.pid)
+    group = [qcluster, *qcluster.children(recursive=True)]  # sentinel, worker, monitor, pusher
+    assert len(group) >= 5
+    supervisor_pid = psutil.Process(row.pid).ppid()
+    os.kill(supervisor_pid, signal.SIGKILL)
 
-@pytest.mark.slow
-@pytest.mark.django_db(transaction=True)
-def test_the_supervisor_dispatches_a_follow_up_due_in_seconds_without_the_minute_schedule(supervised):
-    from django_q.models import Schedule
+    def gone(p: psutil.Process) -> bool:
+        try:
+            return p.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
 
-    Schedule.objects.all().delete()  # only the supervisor's own dispatch can enqueue the follow-up
-    name, log = supervised()
-    run = clusters.real_run()
-    assert clusters.wait_for(lambda: _start_episode_done(run), seconds=30), log.read_text()[-4000:]
-    followup = Episode.objects.get(run=run, kind="followup", status=EpisodeStatus.QUEUED)
-
-    _sql("UPDATE runs_episode SET due_at = statement_timestamp() + interval '2 seconds' WHERE id = %s", [followup.pk])
-
-    assert clusters.wait_for(lambda: Episode.objects.get(pk=followup.pk).status == EpisodeStatus.DONE, seconds=20)
+    assert clusters.wait_for(lambda: all(gone(p) for p in group), seconds=30)
 
 
 @pytest.mark.django_db
@@ -163,27 +181,3 @@ def test_a_failing_dispatch_is_logged_and_does_not_stop_the_supervisor(monkeypat
     runner._dispatch()
     assert "cluster c: dispatch_due failed" in caplog.text
     assert "dispatcher bug" in caplog.text
-
-
-@pytest.mark.slow
-@pytest.mark.django_db(transaction=True)
-def test_a_supervisor_killed_outright_takes_its_qcluster_down_with_it(tmp_path):
-    log = tmp_path / "orphan.log"
-    process = clusters.start_supervised(log, name="orphan-test", stall_after=5)
-    try:
-        assert clusters.wait_for(lambda: clusters.worker_pid("orphan-test", log) is not None, seconds=40)
-        qcluster = psutil.Process(ClusterHeartbeat.objects.get(cluster="orphan-test").pid)
-        group = [qcluster, *qcluster.children(recursive=True)]  # sentinel, worker, monitor, pusher
-        assert len(group) >= 5
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-        def gone(p: psutil.Process) -> bool:
-            try:
-                return p.status() == psutil.STATUS_ZOMBIE
-            except psutil.NoSuchProcess:
-                return True
-
-        assert clusters.wait_for(lambda: all(gone(p) for p in group), seconds=30)
-    finally:
-        clusters.stop_supervised(process, qcluster_pids=[ClusterHeartbeat.objects.get(cluster="orphan-test").pid])

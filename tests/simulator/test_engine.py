@@ -1,9 +1,11 @@
-"""engine.run_case: a normal sim run driven through virtual weeks, never the wall clock, never a real provider."""
+"""engine.run_case: a normal sim run driven through virtual weeks, never the wall clock, never a real provider.
+
+That no case sleeps is checked on every golden case (tests/simulator/test_golden_cases.py).
+"""
 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -96,18 +98,6 @@ def test_weeks_caps_the_horizon():
     # Day 0 and day 3 emails; the day-7 SMS lies past the one-week horizon.
     assert result.metrics["messages"] == 2
     assert result.metrics["final_status"] == "waiting"
-
-
-def test_simulation_never_sleeps(monkeypatch):
-    def no_sleep(seconds):
-        raise AssertionError(f"the simulation slept {seconds}s")
-
-    monkeypatch.setattr(time, "sleep", no_sleep)
-    version, case = golden("invoice-chaser", "silent-payer-escalates")
-
-    result = engine.run_case(version, case, organization=sim_org.organization_for(None))
-
-    assert result.passed, result.reasons
 
 
 @pytest.mark.parametrize(("template", "name"), [("invoice-chaser", "silent-payer-escalates"),

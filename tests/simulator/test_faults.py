@@ -98,8 +98,11 @@ def test_a_provider_timeout_is_looked_up_and_adopted_not_sent_twice():
     assert result.metrics["duplicate_sends"] == 0
 
 
-def test_a_model_outage_reaches_the_run_as_a_model_failure_and_nothing_is_sent():
+def test_a_model_outage_reaches_the_run_as_a_model_failure_and_nothing_is_sent(settings):
     # The whole run in an outage: however the runtime retries, nothing may go out and a human hears of it.
+    # Retries capped at six hours, not one: the week is ~35 failed episodes instead of ~175 (the cadence is
+    # not the subject here; test_a_model_outage_backs_off_on_the_runs_clock_and_never_sleeps is about it).
+    settings.LUCIA_MODEL_RETRY_MAX_SECONDS = 6 * 3600
     result = simulate(template_version("document-collector"),
                       {**case("down", {"type": "silent"}), "weeks": 1,
                        "faults": [{"kind": "model_5xx", "from_day": 0, "to_day": 7}]})

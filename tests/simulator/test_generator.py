@@ -102,26 +102,24 @@ def test_generated_cases_pass_the_config_schema():
         EvalCaseSchema.model_validate({key: value for key, value in case.items() if key != "goal"})
 
 
-def test_a_proposed_case_changes_no_scorecard_until_approved(good_draft, engine):
-    proposed = {case.name: case for case in generator.propose(good_draft)}
-    impossible = proposed["gen-silent"]
-    impossible.spec["expect"]["max_messages"] = 0  # a builder's wrong expectation: fails once it counts
-    impossible.save(update_fields=["spec"])
+def test_proposed_cases_change_no_scorecard_until_approved_and_then_pass_on_the_template(good_draft, engine):
+    # Two scorecards, each simulating every golden case again: the builder's wrong expectation rides along as an
+    # eighth proposed case beside the generator's seven, so one scorecard shows both that it counts once
+    # approved and that the generated cases pass.
+    proposed = generator.propose(good_draft)
+    silent = next(case for case in proposed if case.name == "gen-silent")
+    impossible = EvalCase.objects.create(
+        agent_id=good_draft.agent_id, name="gen-silent-impossible", kind=EvalCaseKind.GENERATED,
+        status=EvalCaseStatus.PROPOSED, spec={**silent.spec, "name": "gen-silent-impossible",
+                                              "expect": {**silent.spec["expect"], "max_messages": 0}},
+    )  # a builder's wrong expectation: fails once it counts
 
     before = scorecards.score(good_draft)
-    generator.approve(impossible)
+    for case in [*proposed, impossible]:
+        generator.approve(case)
     after = scorecards.score(good_draft)
 
-    assert before.passed and "gen-silent" not in names(before.cases)
+    assert before.passed and names(before.cases) == [case["name"] for case in good_draft.compiled["evals"]]
     assert not after.passed
-    assert [case["name"] for case in after.cases if not case["passed"]] == ["gen-silent"]
-
-
-def test_approved_generated_cases_pass_on_the_template(good_draft, engine):
-    for case in generator.propose(good_draft):
-        generator.approve(case)
-
-    card = scorecards.score(good_draft)
-
-    assert card.passed, [(case["name"], case["reasons"]) for case in card.cases if not case["passed"]]
-    assert card.metrics["cases"] == len(good_draft.compiled["evals"]) + 7
+    assert [case["name"] for case in after.cases if not case["passed"]] == ["gen-silent-impossible"]
+    assert after.metrics["cases"] == len(good_draft.compiled["evals"]) + 8

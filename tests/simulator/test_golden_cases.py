@@ -1,7 +1,9 @@
-"""Every template agent's golden eval cases pass in the simulator, on the real runtime and the scripted model."""
+"""Every template agent's golden eval cases pass in the simulator, on the real runtime and the scripted model,
+and none of them waits on the wall clock."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,11 @@ def template_version(stem: str):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("template", "case_name"), _cases())
-def test_golden_case_passes(template, case_name):
+def test_golden_case_passes(template, case_name, monkeypatch):
+    def no_sleep(seconds):
+        raise AssertionError(f"the simulation slept {seconds}s")
+
+    monkeypatch.setattr(time, "sleep", no_sleep)
     version = template_version(template)
     case = next(c for c in version.compiled["evals"] if c["name"] == case_name)
 
