@@ -223,8 +223,8 @@ def _renumbered(rider: Rider) -> tuple[Rider, dict[str, str]]:
 
     returned = [name.strip() for name in re.findall(r" AS (\w+)", rider.returning)]
     renamed = {rename(name): name for name in returned if rename(name) != name}
-    return replace(rider, sql=rename(rider.sql), returning=rename(rider.returning),
-                   params={rename(key) if "rider" in key else key: value for key, value in rider.params.items()}), renamed
+    params = {rename(key) if "rider" in key else key: value for key, value in rider.params.items()}
+    return replace(rider, sql=rename(rider.sql), returning=rename(rider.returning), params=params), renamed
 
 
 def _children(run: str) -> str:
