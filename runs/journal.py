@@ -24,21 +24,18 @@ from runs import leases
 from runs.models import JournalEntry, JournalKind, Run
 
 # The entries of a fence's rider, numbered after the run's last seq (the fenced row's journal_seq already counts
-# them). Params: j_* arrays, one element per entry, in order.
+# them). Params: j_entries, the entries as one JSON array in order (one parameter, whatever their number: the
+# statement's text never changes, and no array of values is escaped one element at a time), j_count, j_created.
 RIDER_SQL = """,
 journal_rows AS (
     INSERT INTO runs_journalentry (run_id, episode_id, seq, kind, data, request_hash, model_name, model_provider,
                                    tokens_in, tokens_out, cost, at, created_at)
-    SELECT fenced.id, e.episode_id, fenced.journal_seq - %(j_count)s + e.ord, e.kind, e.data::jsonb,
-           e.request_hash, e.model_name, e.model_provider, e.tokens_in, e.tokens_out, e.cost, e.at, %(j_created)s
-      FROM fenced,
-           unnest(%(j_episode)s::bigint[], %(j_kind)s::varchar[], %(j_data)s::text[], %(j_hash)s::varchar[],
-                  %(j_model)s::varchar[], %(j_provider)s::varchar[], %(j_in)s::integer[], %(j_out)s::integer[],
-                  %(j_cost)s::numeric[], %(j_at)s::timestamptz[])
-           WITH ORDINALITY AS e(episode_id, kind, data, request_hash, model_name, model_provider, tokens_in,
-                                tokens_out, cost, at, ord)
+    SELECT fenced.id, (e.entry ->> 'episode_id')::bigint, fenced.journal_seq - %(j_count)s + e.ord,
+           e.entry ->> 'kind', e.entry -> 'data', e.entry ->> 'request_hash', e.entry ->> 'model_name',
+           e.entry ->> 'model_provider', (e.entry ->> 'tokens_in')::integer, (e.entry ->> 'tokens_out')::integer,
+           (e.entry ->> 'cost')::numeric, (e.entry ->> 'at')::timestamptz, %(j_created)s
+      FROM fenced, jsonb_array_elements(%(j_entries)s::jsonb) WITH ORDINALITY AS e(entry, ord)
 )"""
-
 
 @dataclass(frozen=True)
 class Entry:
@@ -95,15 +92,11 @@ def rider(entries: Sequence[Entry]) -> leases.Rider:
     journal_seq, moved on by their number, is the last seq they take."""
     if not entries:
         return leases.Rider()
-    params = {
-        "j_episode": [entry.episode_id for entry in entries], "j_kind": [entry.kind for entry in entries],
-        "j_data": [json.dumps(entry.data) for entry in entries],
-        "j_hash": [entry.request_hash for entry in entries], "j_model": [entry.model_name for entry in entries],
-        "j_provider": [entry.model_provider for entry in entries],
-        "j_in": [entry.tokens_in for entry in entries], "j_out": [entry.tokens_out for entry in entries],
-        "j_cost": [entry.cost for entry in entries], "j_at": [entry.at for entry in entries],
-        "j_count": len(entries), "j_created": timezone.now(),
-    }
+    rows = [{"episode_id": entry.episode_id, "kind": entry.kind, "data": entry.data,
+             "request_hash": entry.request_hash, "model_name": entry.model_name,
+             "model_provider": entry.model_provider, "tokens_in": entry.tokens_in, "tokens_out": entry.tokens_out,
+             "cost": str(entry.cost), "at": entry.at.isoformat()} for entry in entries]
+    params = {"j_entries": json.dumps(rows), "j_count": len(entries), "j_created": timezone.now()}
     return leases.Rider(sql=RIDER_SQL, params=params, journal_entries=len(entries),
                         tokens=sum(entry.tokens_in + entry.tokens_out for entry in entries),
                         cost=sum((entry.cost for entry in entries), Decimal(0)),
