@@ -234,8 +234,8 @@ def _flush(run: Run, episode: Episode, *, at: datetime) -> events.Planned:
 
     Kind `event`, not `followup`: a reply cancels pending follow-ups, never a held message.
     """
-    return events.Planned(kind=EpisodeKind.EVENT, due_at=max(at, clock.now(run)), dedupe_key=f"flush:after:{episode.seq}",
-                          payload={FLUSH_FLAG: True}, unless_queued_by=at)
+    return events.Planned(kind=EpisodeKind.EVENT, due_at=max(at, clock.now(run)),
+                          dedupe_key=f"flush:after:{episode.seq}", payload={FLUSH_FLAG: True}, unless_queued_by=at)
 
 
 def _sleep(run: Run, *, status: str, wake_when: str | None) -> list[str]:
