@@ -9,7 +9,7 @@ import time_machine
 
 from connectors import identities, message_ids
 from connectors.models import InboundMessage, SandboxMessage, Suppression
-from runs import faults, inbound_routing, leases, tool_executor, tools
+from runs import inbound_routing, leases, tool_executor, tools
 from runs.llm.base import ToolCall
 from runs.models import Escalation, JournalEntry, OutboxMessage, OutboxStatus, Run, RunStatus
 from runs.outbox import idem_key
