@@ -1,9 +1,10 @@
 """Episodes enter a run here: inbound messages, call reports, human answers, API events, follow-ups.
 
 Every insert happens while the run row is locked (`record_event` locks it for a
-moment; `schedule_episode` runs under the worker's lease fence, which holds the
-same lock), so `seq` is gap-free per run and a duplicate `dedupe_key` is found
-before the insert rather than by a failed one.
+moment; a decision's episodes, `Planned`, are inserted by the episode's closing
+write under the worker's lease fence, which holds the same lock), so `seq` is
+gap-free per run and a duplicate `dedupe_key` is found before the insert rather
+than by a failed one.
 """
 
 import json

@@ -1,6 +1,7 @@
 """The ToolExecutor against fake providers: identities, sim isolation, permanent and transient errors, caps."""
 
-from datetime import datetime, timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from email.utils import parseaddr
 
 import pytest
@@ -8,7 +9,7 @@ import time_machine
 
 from connectors import identities, message_ids
 from connectors.models import InboundMessage, SandboxMessage, Suppression
-from runs import inbound_routing, tools
+from runs import inbound_routing, leases, tool_executor, tools
 from runs.llm.base import ToolCall
 from runs.models import Escalation, JournalEntry, OutboxMessage, OutboxStatus, Run, RunStatus
 from runs.outbox import idem_key
@@ -86,6 +87,46 @@ def test_a_sim_run_never_calls_the_real_provider_of_its_organization(twilio):
     assert twilio.requests == []
     stored = SandboxMessage.objects.get()
     assert stored.idem_key == OutboxMessage.objects.get(run=run).idem_key and stored.recipient == s.VENDOR_NUMBER
+
+
+class _Stall:
+    """A worker stopped at the fault point before its provider call (a SIGSTOP, a long pause): its monotonic clock
+    moves on, and meanwhile a successor may take the run over once the lease is expired."""
+
+    def __init__(self, run_id: int, *, taken_over: bool) -> None:
+        self.run_id, self.taken_over, self.offset = run_id, taken_over, 0.0
+
+    def point(self, name: str) -> None:
+        if name != "before_provider_call":
+            return
+        self.offset = 600.0
+        if self.taken_over:
+            Run.objects.filter(pk=self.run_id).update(lease_expires_at=datetime(2000, 1, 1, tzinfo=UTC))
+            assert leases.claim(self.run_id, owner="successor") is not None
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+
+@pytest.mark.parametrize("taken_over", [True, False])
+def test_a_worker_stalled_before_its_provider_call_sends_only_if_its_lease_is_still_its_own(
+        twilio, monkeypatch, taken_over):
+    run = s.real_run()
+    s.sms_identity(run.organization, twilio)
+    episode = h.add_episode(run, "start")
+    stall = _Stall(run.pk, taken_over=taken_over)
+    # Its fenced write is no longer recent (runs.tool_executor._confirm_lease): the lease is read again.
+    monkeypatch.setattr(tool_executor, "faults", stall)
+    monkeypatch.setattr(tool_executor, "time", stall)
+
+    if taken_over:
+        with pytest.raises(leases.LeaseLost):
+            s.dispatch(run, episode, "send_sms", s.SMS)
+        assert s.creates(twilio) == 0
+        assert OutboxMessage.objects.get(run=run).status == OutboxStatus.SENDING  # the successor looks it up
+    else:
+        result, _ = s.dispatch(run, episode, "send_sms", s.SMS)
+        assert result["status"] == "sent" and s.creates(twilio) == 1
 
 
 def test_a_real_run_without_an_identity_gets_an_error_result_and_writes_no_row():
