@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 
-from runs import acknowledgements, outbox, policy
+from runs import acknowledgements, outbox, policy, statements
 from runs.context import EpisodeContext
 from runs.episode_records import escalate, record
 from runs.models import Contact, EscalationKind, JournalKind
@@ -124,7 +124,7 @@ def contact_lock(organization_id: int, *, channel: str, recipient: str) -> Itera
     (the row turning `sending`, which the caps count) happen inside it, so two runs writing to the same person
     at once cannot both see room for one more message. A transaction-level advisory lock: it is released by
     the commit, never held across the provider call (which comes after)."""
-    with transaction.atomic(), connection.cursor() as cursor:
+    with transaction.atomic(), statements.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
                        [f"lucia:contact:{organization_id}:{channel}:{recipient}"])
         yield

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from connectors import addresses
-from runs import clock, escalations, leases
+from runs import clock, escalations, leases, statements
 from runs.context import EpisodeContext
 from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Run
 
@@ -27,6 +27,8 @@ from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Ru
 COUNTED_STATUSES = (OutboxStatus.SENDING, OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
 # What `mark_sent` moves from (runs.models.outbox).
 SENT_FROM = (OutboxStatus.SENDING, OutboxStatus.UNCERTAIN, OutboxStatus.PENDING)
+# What `begin_send` moves from.
+BEGIN_FROM = [OutboxStatus.PENDING.value, OutboxStatus.SENDING.value]
 NOTICE_TOOL = "notify_escalation"
 
 
@@ -61,13 +63,28 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
     counts only its own sends: each simulation has its own virtual clock and
     personas, and says nothing about what another one's recipient received.
     """
-    # A held row counts from when it went out (sent_at), not from when it was decided.
-    rows = OutboxMessage.objects.filter(recipient=recipient, status__in=COUNTED_STATUSES).filter(
-        Q(created_at__gt=since, created_at__lte=until) | Q(sent_at__gt=since, sent_at__lte=until)
-    )
-    rows = rows.filter(run=run) if run.sim else rows.filter(run__organization_id=run.organization_id, run__sim=False)
-    times = (sent_at or created_at for created_at, sent_at in rows.values_list("created_at", "sent_at"))
+    # A held row counts from when it went out (sent_at), not from when it was decided. Prepared (runs.statements):
+    # a real send with caps reads this under the address's lock, on the hot path.
+    with statements.cursor() as cursor:
+        params = {"recipient": recipient, "statuses": list(COUNTED_STATUSES), "since": since, "until": until}
+        if run.sim:
+            cursor.execute(SIM_SEND_TIMES_SQL, {**params, "run": run.pk})
+        else:
+            cursor.execute(SEND_TIMES_SQL, {**params, "organization": run.organization_id})
+        times = [at for (at,) in cursor.fetchall()]
     return sorted(at for at in times if since < at <= until)
+
+
+# The send times recent_send_times counts: `{scope}` is the run's own rows (a simulation) or its organization's
+# real runs' (a notice, which has no run, is never counted).
+_SEND_TIMES_SQL = """
+    SELECT coalesce(m.sent_at, m.created_at) FROM runs_outboxmessage m {join}
+     WHERE m.recipient = %(recipient)s AND m.status = ANY(%(statuses)s) AND {scope}
+       AND ((m.created_at > %(since)s AND m.created_at <= %(until)s)
+            OR (m.sent_at > %(since)s AND m.sent_at <= %(until)s))"""
+SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="JOIN runs_run r ON r.id = m.run_id",
+                                        scope="r.organization_id = %(organization)s AND NOT r.sim")
+SIM_SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="", scope="m.run_id = %(run)s")
 
 
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
@@ -175,19 +192,40 @@ def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -
 
 def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | None:
     """pending|sending → sending with one more attempt, stamped with the wall time of the attempt (a later
-    lookup waits for its settle window from there); None when the row moved on (nothing to send)."""
-    with ctx.fence():
-        locked = _locked(message)
-        if locked.status not in (OutboxStatus.PENDING, OutboxStatus.SENDING):
-            return None
-        locked.begin_send()
-        locked.attempted_at = clock.wall_now()
-        locked.not_before = None
-        locked.lookups = 0
-        locked.save(update_fields=["status", "attempts", "attempted_at", "not_before", "lookups"])
+    lookup waits for its settle window from there); None when the row moved on (nothing to send).
+
+    One fenced statement (the UPDATE a rider of the fence's): its WHERE re-reads the row's status under the row's
+    lock, as a locked read would. While the row is pending or sending only this lease holder writes it, so the row
+    in hand is the row, with the attempt applied.
+    """
+    attempted_at = clock.wall_now()
+    rider = _begin_rider(message, attempted_at=attempted_at)
+    run = ctx.write(rider)
+    attempts = getattr(run, rider.returning.rpartition(" AS ")[2])
+    if attempts is None:
+        return None
+    message.begin_send()  # the transition the statement applied (status is protected); its count is the row's
+    message.attempts, message.attempted_at, message.not_before, message.lookups = attempts, attempted_at, None, 0
     if ctx.loaded_facts is not None:
-        ctx.loaded_facts.count_send(locked)
-    return locked
+        ctx.loaded_facts.count_send(message)
+    return message
+
+
+def _begin_rider(message: OutboxMessage, *, attempted_at: datetime) -> leases.Rider:
+    """begin_send's UPDATE as a rider of the fence's statement; returns the row's attempts (NULL: it moved on)."""
+    name = f"outbox_begin_{leases.tag()}"
+    return leases.Rider(
+        sql=f""",
+{name} AS (
+    UPDATE runs_outboxmessage
+       SET status = 'sending', attempts = attempts + 1, attempted_at = %({name}_at)s, not_before = NULL, lookups = 0
+     WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced)
+ RETURNING attempts
+)""",  # noqa: S608 (constants; every value is a parameter)
+        params={f"{name}_at": attempted_at, f"{name}_id": message.pk,
+                f"{name}_from": BEGIN_FROM},
+        returning=f", (SELECT attempts FROM {name}) AS {name}",  # noqa: S608
+    )
 
 
 def record_sent(ctx: EpisodeContext, message: OutboxMessage, *, provider_message_id: str) -> OutboxMessage:

@@ -79,13 +79,17 @@ def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, p
         if connector is None:
             return _unavailable(ctx, tool=tool, channel=channel)
         awaiting = approvals.required(ctx, channel=channel, contact=contact)
-        # Nothing holds it and no cap must be counted again under the address's lock (_begin_within_caps): the
-        # row is written as an attempt that has begun, and the provider is called right after that one write.
-        at_once = hold is None and not awaiting and (ctx.run.sim or not compliance.has_caps(ctx.plan))
-        message = outbox.open_row(ctx, key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key,
-                                  ordinal=ordinal, payload=payload,
-                                  not_before=hold.deferred_until if hold is not None else None,
-                                  awaiting_approval=awaiting, sending=at_once, guarded=True)
+        # Nothing holds it: the row is written as an attempt that has begun, and the provider is called right after
+        # that one write. A real run with caps writes it under the address's lock, after counting the caps again.
+        at_once = hold is None and not awaiting
+        opening = dict(key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key, ordinal=ordinal,
+                       payload=payload)
+        if at_once and not ctx.run.sim and compliance.has_caps(ctx.plan):
+            message = _open_within_caps(ctx, contact=contact, **opening)
+            at_once = message is not None and message.status == OutboxStatus.SENDING
+        else:
+            message = outbox.open_row(ctx, **opening, not_before=hold.deferred_until if hold is not None else None,
+                                      awaiting_approval=awaiting, sending=at_once, guarded=True)
         if message is None:
             if checked_again:
                 return SendOutcome("blocked", "blocked: the recipient opted out or a human took the run over")
@@ -257,6 +261,25 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMes
                                            "recipient": message.recipient, "outbox_id": message.pk,
                                            "deferred_until": capped[0].isoformat(), "at_send": True})
     return send_outcomes.held(held)
+
+
+def _open_within_caps(ctx: EpisodeContext, *, contact: Contact, key: str, tool: str, channel: str, recipient: str,
+                      task_key: str, ordinal: int, payload: dict) -> OutboxMessage | None:
+    """A new send's row, written under the address's lock after the caps are counted again: `sending` (the attempt
+    begins with it) when there is room, else pending until the cap frees up. Another run may have taken the last
+    slot since this send was decided; the lock keeps any other from taking it until this row is committed.
+    None when the row's guard stopped it (outbox.open_row)."""
+    with compliance.contact_lock(ctx.run.organization_id, channel=channel, recipient=recipient):
+        capped = compliance.cap_deferral(ctx, recipient=recipient, contact=contact, now=clock.now(ctx.run))
+        message = outbox.open_row(ctx, key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key,
+                                  ordinal=ordinal, payload=payload, not_before=capped[0] if capped else None,
+                                  sending=capped is None, guarded=True)
+    if message is not None and capped is not None:
+        # Held, nothing leaves the process: the entry waits for the episode's next fenced write.
+        ctx.journal(JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "per_contact_cap", "cap": capped[1],
+                                               "recipient": recipient, "outbox_id": message.pk,
+                                               "deferred_until": capped[0].isoformat(), "at_send": True})
+    return message
 
 
 def _confirm_lease(ctx: EpisodeContext) -> None:

@@ -10,13 +10,18 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs import events, worker
+from connectors import identities
+from runs import compliance, events, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, Run
-from tests.runs import loop_helpers
+from tests.factories import OrganizationFactory
+from tests.runs import loop_helpers, send_helpers
 
 # Per kind: what each takes now, a start one more for the plan's read when the process has not cached it yet
 # (runs.plan_cache). The inbound episode here also records a promise in the contact's memory (two statements).
 MAX_QUERIES = {EpisodeKind.START: 8, EpisodeKind.FOLLOWUP: 7, EpisodeKind.INBOUND: 9}
+# A real run whose plan caps the messages per contact: its send also takes the address's lock and counts the caps
+# again under it (runs.tool_executor._open_within_caps).
+MAX_REAL_START_WITH_CAPS = MAX_QUERIES[EpisodeKind.START] + 2
 
 
 def _advance(run: Run) -> list[str]:
@@ -49,6 +54,25 @@ def test_a_start_episode_sends_within_the_query_budget(started_run):
     statements = _advance(started_run)
     assert OutboxMessage.objects.filter(run=started_run, status="sent").count() == 1
     assert len(statements) <= MAX_QUERIES[EpisodeKind.START], "\n".join(statements)
+
+
+@pytest.fixture
+def real_run_with_caps(db) -> Run:
+    plan = send_helpers.open_plan()
+    assert compliance.has_caps(plan)
+    # A real run in a simulation organization: the only kind that may hold a sandbox identity.
+    run = send_helpers.real_run(plan, organization=OrganizationFactory(slug="queries-sim"))
+    identities.create_identity(run.organization, channel="email", address="ap@acme.test", sandbox=True)
+    loop_helpers.add_episode(run, EpisodeKind.START)
+    return run
+
+
+@pytest.mark.django_db
+def test_a_real_start_episode_with_caps_sends_within_the_query_budget(real_run_with_caps, settings):
+    settings.LUCIA_LLM = "scripted"
+    statements = _advance(real_run_with_caps)
+    assert OutboxMessage.objects.filter(run=real_run_with_caps, status="sent").count() == 1
+    assert len(statements) <= MAX_REAL_START_WITH_CAPS, "\n".join(statements)
 
 
 @pytest.mark.django_db
