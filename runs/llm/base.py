@@ -16,9 +16,87 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 
+# json.dumps builds an encoder per call; one shared encoder writes the same text.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: Any) -> str:
     """One spelling per value (sorted keys, no spaces), so equal requests hash equally."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    if isinstance(value, (FrozenList, FrozenDict)):
+        return value.canonical
+    return _ENCODER.encode(value)
+
+
+class FrozenList(list):
+    """A list no one changes again, carrying its canonical JSON (computed once, by `frozen`)."""
+
+    canonical: str
+
+
+class FrozenDict(dict):
+    """A dict no one changes again, carrying its canonical JSON (computed once, by `frozen`)."""
+
+    canonical: str
+
+
+def frozen(value: list | dict) -> FrozenList | FrozenDict:
+    """A shallow copy of `value` that carries its canonical JSON, for a part every request of a plan repeats
+    (its tools, its scripted hints, its system message): a request spells it without encoding it again.
+    Neither the copy nor anything inside it may change afterwards."""
+    copy = FrozenList(value) if isinstance(value, list) else FrozenDict(value)
+    copy.canonical = _ENCODER.encode(value)
+    return copy
+
+
+def _spliced(value: Any, depth: int) -> str:
+    """canonical_json(value), where frozen values up to `depth` levels down are spelled as they already are.
+
+    The same text: a dict's members sorted by key and joined by ",", so the members between two frozen ones
+    are encoded together, as a dict of their own whose braces are dropped (a list's items likewise)."""
+    if isinstance(value, (FrozenList, FrozenDict)):
+        return value.canonical
+    if not depth or not _holds_frozen(value, depth):
+        return canonical_json(value)
+    pieces: list[str] = []
+    if isinstance(value, dict):
+        between: dict = {}
+        for key in sorted(value):
+            if _holds_frozen(value[key], depth - 1):
+                if between:
+                    pieces.append(_ENCODER.encode(between)[1:-1])
+                    between = {}
+                pieces.append(f"{_ENCODER.encode(key)}:{_spliced(value[key], depth - 1)}")
+            else:
+                between[key] = value[key]
+        if between:
+            pieces.append(_ENCODER.encode(between)[1:-1])
+        return "{" + ",".join(pieces) + "}"
+    items: list = []
+    for item in value:
+        if _holds_frozen(item, depth - 1):
+            if items:
+                pieces.append(_ENCODER.encode(items)[1:-1])
+                items = []
+            pieces.append(_spliced(item, depth - 1))
+        else:
+            items.append(item)
+    if items:
+        pieces.append(_ENCODER.encode(items)[1:-1])
+    return "[" + ",".join(pieces) + "]"
+
+
+def _holds_frozen(value: Any, depth: int) -> bool:
+    """Whether `value` is frozen or (a plain dict with str keys, a list or a tuple) holds one `depth` levels down."""
+    if isinstance(value, (FrozenList, FrozenDict)):
+        return True
+    if not depth:
+        return False
+    if type(value) is dict:
+        return all(type(key) is str for key in value) and any(_holds_frozen(item, depth - 1)
+                                                              for item in value.values())
+    if type(value) in (list, tuple):
+        return any(_holds_frozen(item, depth - 1) for item in value)
+    return False
 
 
 def function_tools(plan_tools: list[dict]) -> list[dict]:
@@ -53,15 +131,23 @@ class ChatRequest:
     metadata: dict = field(default_factory=dict)
 
     def request_hash(self) -> str:
-        """sha256 of the canonical request: the journal's replay key (with the episode and occurrence)."""
-        body = {
-            "model": self.model,
-            "messages": self.messages,
-            "tools": self.tools,
-            "temperature": self.temperature,
-            "metadata": self.metadata,
-        }
-        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+        """sha256 of the canonical request: the journal's replay key (with the episode and occurrence).
+
+        Computed once per request (the loop, the journal and the scripted model all ask): a request is not
+        changed after it is built."""
+        known = self.__dict__.get("_request_hash")
+        if known is None:
+            body = {
+                "model": self.model,
+                "messages": self.messages,
+                "tools": self.tools,
+                "temperature": self.temperature,
+                "metadata": self.metadata,
+            }
+            # Split down to the messages and the metadata's values, where a plan's frozen parts are.
+            known = hashlib.sha256(_spliced(body, 2).encode()).hexdigest()
+            object.__setattr__(self, "_request_hash", known)
+        return known
 
     def tool_names(self) -> list[str]:
         return [tool.get("function", {}).get("name", "") for tool in self.tools]
