@@ -238,7 +238,8 @@ def test_check_budget_names_the_spent_budget():
 # --- the request hash (the journal's replay key) -----------------------------------------------------
 
 HASHED = {"model": "gpt-4o-mini", "temperature": 0.2,
-          "messages": [{"role": "system", "content": "Chase the W-9 — politely."}, {"role": "user", "content": "hello"}],
+          "messages": [{"role": "system", "content": "Chase the W-9 — politely."},
+                       {"role": "user", "content": "hello"}],
           "metadata": {"event": {"kind": "start"}, "scripted": {"messages": {"first": "Hi {contact.name}"}},
                        "now": "2026-03-03T15:00:00+00:00"}}
 # sha256 of the request's canonical JSON as journals written so far recorded it: it must never change.
