@@ -39,6 +39,9 @@ journal_rows AS (
                                 tokens_out, cost, at, ord)
 )"""
 
+# JournalKind.values builds its list on every read; an episode makes a dozen entries.
+_KINDS = frozenset(JournalKind.values)
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -57,7 +60,7 @@ class Entry:
     steps: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind not in JournalKind.values:
+        if self.kind not in _KINDS:
             raise ValueError(f"unknown journal kind {self.kind!r}")
 
     @property
