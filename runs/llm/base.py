@@ -21,7 +21,7 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 
 def canonical_json(value: Any) -> str:
     """One spelling per value (sorted keys, no spaces), so equal requests hash equally."""
-    if isinstance(value, (FrozenList, FrozenDict)):
+    if isinstance(value, _FROZEN):
         return value.canonical
     return _ENCODER.encode(value)
 
@@ -30,12 +30,17 @@ class FrozenList(list):
     """A list no one changes again, carrying its canonical JSON (computed once, by `frozen`)."""
 
     canonical: str
+    canonical_bytes: bytes
 
 
 class FrozenDict(dict):
     """A dict no one changes again, carrying its canonical JSON (computed once, by `frozen`)."""
 
     canonical: str
+    canonical_bytes: bytes
+
+
+_FROZEN = (FrozenList, FrozenDict)
 
 
 def frozen(value: list | dict) -> FrozenList | FrozenDict:
@@ -44,58 +49,80 @@ def frozen(value: list | dict) -> FrozenList | FrozenDict:
     Neither the copy nor anything inside it may change afterwards."""
     copy = FrozenList(value) if isinstance(value, list) else FrozenDict(value)
     copy.canonical = _ENCODER.encode(value)
+    copy.canonical_bytes = copy.canonical.encode()
     return copy
 
 
-def _spliced(value: Any, depth: int) -> str:
-    """canonical_json(value), where frozen values up to `depth` levels down are spelled as they already are.
+def _canonical_bytes(value: Any, depth: int) -> bytes:
+    """canonical_json(value) in UTF-8, frozen values up to `depth` levels down taken as they already are."""
+    out: list[bytes] = []
+    if _holds_frozen(value, depth):
+        _write_spliced(value, depth, out)
+    else:
+        out.append(_ENCODER.encode(value).encode())
+    return b"".join(out)
+
+
+def _write_spliced(value: Any, depth: int, out: list[bytes]) -> None:
+    """Append the canonical JSON of `value`, which is frozen or holds a frozen value `depth` levels down.
 
     The same text: a dict's members sorted by key and joined by ",", so the members between two frozen ones
     are encoded together, as a dict of their own whose braces are dropped (a list's items likewise)."""
-    if isinstance(value, (FrozenList, FrozenDict)):
-        return value.canonical
-    if not depth or not _holds_frozen(value, depth):
-        return canonical_json(value)
-    pieces: list[str] = []
+    if isinstance(value, _FROZEN):
+        out.append(value.canonical_bytes)
+        return
     if isinstance(value, dict):
-        between: dict = {}
-        for key in sorted(value):
-            if _holds_frozen(value[key], depth - 1):
-                if between:
-                    pieces.append(_ENCODER.encode(between)[1:-1])
-                    between = {}
-                pieces.append(f"{_ENCODER.encode(key)}:{_spliced(value[key], depth - 1)}")
-            else:
-                between[key] = value[key]
+        if not all(type(key) is str for key in value):  # json's own key conversions: leave them to it
+            out.append(_ENCODER.encode(value).encode())
+            return
+        members: list[tuple[str, Any]] = [(key, value[key]) for key in sorted(value)]
+        opening, closing = b"{", b"}"
+    else:
+        members = [("", item) for item in value]
+        opening, closing = b"[", b"]"
+    out.append(opening)
+    between: list[tuple[str, Any]] = []
+    first = True
+    for key, item in members:
+        if not _holds_frozen(item, depth - 1):
+            between.append((key, item))
+            continue
         if between:
-            pieces.append(_ENCODER.encode(between)[1:-1])
-        return "{" + ",".join(pieces) + "}"
-    items: list = []
-    for item in value:
-        if _holds_frozen(item, depth - 1):
-            if items:
-                pieces.append(_ENCODER.encode(items)[1:-1])
-                items = []
-            pieces.append(_spliced(item, depth - 1))
-        else:
-            items.append(item)
-    if items:
-        pieces.append(_ENCODER.encode(items)[1:-1])
-    return "[" + ",".join(pieces) + "]"
+            out.append(b"" if first else b",")
+            out.append(_encode_between(between, dict_members=opening == b"{"))
+            between, first = [], False
+        out.append(b"" if first else b",")
+        if opening == b"{":
+            out.append(_ENCODER.encode(key).encode() + b":")
+        _write_spliced(item, depth - 1, out)
+        first = False
+    if between:
+        out.append(b"" if first else b",")
+        out.append(_encode_between(between, dict_members=opening == b"{"))
+    out.append(closing)
+
+
+def _encode_between(members: list[tuple[str, Any]], *, dict_members: bool) -> bytes:
+    """Members with no frozen value, encoded in one call: a dict's (or list's) text without its brackets."""
+    text = _ENCODER.encode(dict(members) if dict_members else [item for _, item in members])
+    return text[1:-1].encode()
 
 
 def _holds_frozen(value: Any, depth: int) -> bool:
-    """Whether `value` is frozen or (a plain dict with str keys, a list or a tuple) holds one `depth` levels down."""
-    if isinstance(value, (FrozenList, FrozenDict)):
+    """Whether `value` is frozen or (a plain dict, a list or a tuple) holds a frozen value `depth` levels down."""
+    if isinstance(value, _FROZEN):
         return True
     if not depth:
         return False
     if type(value) is dict:
-        return all(type(key) is str for key in value) and any(_holds_frozen(item, depth - 1)
-                                                              for item in value.values())
-    if type(value) in (list, tuple):
-        return any(_holds_frozen(item, depth - 1) for item in value)
-    return False
+        items: Any = value.values()
+    elif type(value) in (list, tuple):
+        items = value
+    else:
+        return False
+    if depth == 1:
+        return any(isinstance(item, _FROZEN) for item in items)
+    return any(_holds_frozen(item, depth - 1) for item in items)
 
 
 def function_tools(plan_tools: list[dict]) -> list[dict]:
@@ -144,7 +171,7 @@ class ChatRequest:
                 "metadata": self.metadata,
             }
             # Split down to the messages and the metadata's values, where a plan's frozen parts are.
-            known = hashlib.sha256(_spliced(body, 2).encode()).hexdigest()
+            known = hashlib.sha256(_canonical_bytes(body, 2)).hexdigest()
             object.__setattr__(self, "_request_hash", known)
         return known
 
