@@ -8,6 +8,7 @@ simulator all compare addresses; they normalize through here so that
 
 from __future__ import annotations
 
+import functools
 import re
 from email.utils import parseaddr
 
@@ -21,8 +22,10 @@ E164 = re.compile(r"\+[1-9][0-9]{6,14}")
 SLACK_TEAM = re.compile(r"T[A-Z0-9]{2,31}")
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_email(address: str) -> str:
     """The lower-cased addr-spec, display name and angle brackets removed; '' when there is none."""
+    # Cached: an episode normalizes its contacts' addresses a dozen times, and parseaddr is slow.
     _, addr = parseaddr(address.strip())
     return addr.strip().lower() if "@" in addr else ""
 

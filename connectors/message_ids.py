@@ -8,6 +8,7 @@ by In-Reply-To/References naming one of our Message-IDs.
 from __future__ import annotations
 
 import base64
+import functools
 import re
 
 from django.conf import settings
@@ -22,9 +23,15 @@ _MESSAGE_ID = re.compile(r"<?(?P<local>[^<>@\s]+)@(?P<domain>[^<>@\s]+)>?")
 
 
 def _mac(run_id: int) -> str:
+    return _mac_with(run_id, settings.SECRET_KEY)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mac_with(run_id: int, secret: str) -> str:
+    # Every send and every guardrail check asks for its run's mac: computed once per run id (and key).
     # salted_hmac derives a purpose-specific key from SECRET_KEY. Base32 lower-case:
     # mail systems may fold the case of the local part.
-    digest = salted_hmac("lucia.connectors.reply_token", str(run_id), algorithm="sha256").digest()
+    digest = salted_hmac("lucia.connectors.reply_token", str(run_id), secret=secret, algorithm="sha256").digest()
     return base64.b32encode(digest).decode().rstrip("=").lower()[:MAC_LENGTH]
 
 

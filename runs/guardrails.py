@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from connectors import message_ids
+from runs import plan_cache
 from runs.context import EpisodeContext
 from runs.llm import journaled, providers
 from runs.llm.base import ChatRequest
@@ -92,35 +93,58 @@ def _rules(ctx: EpisodeContext, *, channel: str, text: str) -> Verdict | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Trusted:
+    """Trusted text, case-folded, with the link hosts and phone numbers in it."""
+
+    text: str
+    hosts: frozenset[str]
+    digits: frozenset[str]
+
+    @classmethod
+    def of(cls, parts: list[str]) -> _Trusted:
+        text = "\n".join(part for part in parts if part).casefold()
+        hosts = {_host(url) for url in URL.findall(text)} | {a.rpartition("@")[2] for a in EMAIL.findall(text)}
+        return cls(text, frozenset(hosts), frozenset(_digits(number) for number in PHONE.findall(text)))
+
+
 def _foreign_references(ctx: EpisodeContext, text: str) -> list[str]:
     """Addresses, numbers and link hosts in `text` that nothing the run trusts mentions."""
-    known = _known_text(ctx).casefold()
-    known_hosts = {_host(url) for url in URL.findall(known)} | {a.rpartition("@")[2] for a in EMAIL.findall(known)}
-    known_digits = {_digits(number) for number in PHONE.findall(known)}
-    foreign = [address for address in EMAIL.findall(text) if address.casefold() not in known]
-    foreign += [url for url in URL.findall(text) if _host(url.casefold()) not in known_hosts]
-    foreign += [number for number in PHONE.findall(text) if _digits(number) not in known_digits]
+    # The plan's share is read once per plan. Apart, the shares find what their joined text finds: no pattern
+    # matches across a line break between them (the plan's first share ends with "]", its last starts "https").
+    trusted = (plan_cache.derived(ctx.plan, "guardrail_trusted", _plan_trusted), _Trusted.of(_run_parts(ctx)))
+    hosts = frozenset().union(*(share.hosts for share in trusted))
+    digits = frozenset().union(*(share.digits for share in trusted))
+    foreign = [address for address in EMAIL.findall(text)
+               if not any(address.casefold() in share.text for share in trusted)]
+    foreign += [url for url in URL.findall(text) if _host(url.casefold()) not in hosts]
+    foreign += [number for number in PHONE.findall(text) if _digits(number) not in digits]
     return list(dict.fromkeys(foreign))
 
 
-def _known_text(ctx: EpisodeContext) -> str:
-    """What the run trusts: its contacts and identities, and text from the builder, the integrator and humans."""
-    plan = ctx.plan
+def _plan_trusted(plan: dict) -> _Trusted:
+    """What the builder put in the plan: its instructions, scripted hints and tasks, its allowed email domains."""
+    parts = [plan.get("instructions") or "", json.dumps((plan.get("model") or {}).get("scripted") or {}),
+             json.dumps(plan.get("tasks") or [])]
+    domains = (plan.get("compliance") or {}).get("allowed_recipients")
+    if isinstance(domains, dict):
+        parts += [f"https://{domain}" for domain in domains.get("email_domains") or []]
+    return _Trusted.of(parts)
+
+
+def _run_parts(ctx: EpisodeContext) -> list[str]:
+    """What the run trusts besides its plan: its contacts and identities, and text from the integrator and humans."""
     # Read once per episode with its facts (runs.episode_facts), not once per send.
     identities = [identity.address for identity in ctx.facts.identities]
     answers = [payload for _, payload in ctx.facts.human_answers]
     parts = [
-        plan.get("instructions") or "", json.dumps((plan.get("model") or {}).get("scripted") or {}),
-        json.dumps(plan.get("tasks") or []), ctx.run.goal, json.dumps(ctx.run.inputs or {}, default=str),
+        ctx.run.goal, json.dumps(ctx.run.inputs or {}, default=str),
         message_ids.reply_address(ctx.run_id), settings.LUCIA_PUBLIC_URL, *identities,
         *[str((payload or {}).get("answer") or "") for payload in answers],
     ]
     for contact in ctx.contacts:
         parts += [contact.email, contact.phone, contact.email.rpartition("@")[2]]
-    domains = (plan.get("compliance") or {}).get("allowed_recipients")
-    if isinstance(domains, dict):
-        parts += [f"https://{domain}" for domain in domains.get("email_domains") or []]
-    return "\n".join(part for part in parts if part)
+    return parts
 
 
 def _host(url: str) -> str:

@@ -37,6 +37,10 @@ journal_rows AS (
       FROM fenced, jsonb_array_elements(%(j_entries)s::jsonb) WITH ORDINALITY AS e(entry, ord)
 )"""
 
+# JournalKind.values builds its list on every read; an episode makes a dozen entries.
+_KINDS = frozenset(JournalKind.values)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One entry to write; `steps` is the number of budgeted steps it stands for (1 for a paid model call)."""
@@ -54,7 +58,7 @@ class Entry:
     steps: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind not in JournalKind.values:
+        if self.kind not in _KINDS:
             raise ValueError(f"unknown journal kind {self.kind!r}")
 
     @property

@@ -7,6 +7,8 @@ the ORM had read them (`from_db`: saving one updates its row).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from decimal import Decimal
 
 from django.db import models
@@ -18,22 +20,35 @@ def instances(model: type[models.Model], rows: list[dict] | None) -> list:
 
 
 def instance(model: type[models.Model], row: dict):
+    names, columns = _layout(model)
+    return model.from_db("default", names, [row.get(column) if read is None else read(row.get(column))
+                                            for column, read in columns])
+
+
+@functools.cache
+def _layout(model: type[models.Model]) -> tuple[list[str], tuple[tuple[str, Callable | None], ...]]:
+    """The model's attnames, and per concrete field its column and how its JSON value is read (None: as is)."""
     fields = model._meta.concrete_fields
-    return model.from_db("default", [field.attname for field in fields],
-                         [_value(field, row.get(field.column)) for field in fields])
+    return [field.attname for field in fields], tuple((field.column, _reader(field)) for field in fields)
 
 
-def _value(field: models.Field, value: object) -> object:
+def _reader(field: models.Field) -> Callable | None:
     """JSON carries timestamps as ISO text and numbers as floats; jsonb columns arrive already parsed."""
-    if value is None:
-        return None
     if isinstance(field, models.DateTimeField):
-        return parse_datetime(value) if isinstance(value, str) else value
+        return datetime_of
     if isinstance(field, models.DateField):
-        return parse_date(value) if isinstance(value, str) else value
+        return _date_of
     if isinstance(field, models.DecimalField):
-        return Decimal(str(value))
-    return value
+        return _decimal_of
+    return None
+
+
+def _date_of(value: object) -> object:
+    return parse_date(value) if isinstance(value, str) else value
+
+
+def _decimal_of(value: object) -> object:
+    return None if value is None else Decimal(str(value))
 
 
 def datetime_of(value: str | None):

@@ -23,6 +23,7 @@ from runs import (
     episode_records,
     evidence,
     model_outages,
+    plan_cache,
     promises,
     prompts,
     tool_executor,
@@ -30,7 +31,7 @@ from runs import (
 )
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.llm import journaled, providers
-from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, function_tools
+from runs.llm.base import ChatRequest, ModelError, ModelReply, canonical_json, frozen, function_tools
 from runs.models import EscalationKind, JournalKind
 from runs.tool_session import ToolSession
 
@@ -57,6 +58,9 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
     facts = prompts.metadata(ctx, now=started or ctx.now)
     messages = prompts.messages(ctx, facts)
     provider = providers.provider_for_run(ctx.plan, run_id=ctx.run_id, at=ctx.now)
+    model_name = providers.model_name(ctx.plan)
+    plan_tools = plan_cache.derived(ctx.plan, "function_tools", _function_tools)
+    temperature = float(model.get("temperature", 0.2))
     occurrences: Counter[str] = Counter()
     for _ in range(int(model.get("max_steps_per_episode") or DEFAULT_MAX_STEPS)):
         _check_lease(ctx)
@@ -64,11 +68,8 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
         if spent:
             _stuck(ctx, session, f"The run's budget is spent: {spent}.", reason="budget")
             break
-        request = ChatRequest(
-            model=providers.model_name(ctx.plan), messages=list(messages),
-            tools=function_tools(ctx.plan.get("tools") or []), temperature=float(model.get("temperature", 0.2)),
-            metadata=facts,
-        )
+        request = ChatRequest(model=model_name, messages=list(messages), tools=plan_tools, temperature=temperature,
+                              metadata=facts)
         reply = _ask(ctx, session, provider, request, occurrences, replay=replay)
         if reply is None:
             break
@@ -82,6 +83,11 @@ def run_episode(ctx: EpisodeContext, *, flush: bool = True) -> EpisodeOutcome:
     if flush:
         ctx.flush()
     return session.outcome
+
+
+def _function_tools(plan: dict) -> list[dict]:
+    # The same in every request of the plan: encoded once for the request hash (runs.llm.base.frozen).
+    return frozen(function_tools(plan.get("tools") or []))
 
 
 def _check_lease(ctx: EpisodeContext) -> None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from runs import acknowledgements, episode_loads, promises, senders
+from runs import acknowledgements, episode_loads, plan_cache, promises, senders
 from runs.context import EpisodeContext
+from runs.llm.base import frozen
 from runs.models import EpisodeKind, Escalation, Task
 from runs.policy import cadence
 
@@ -44,8 +45,17 @@ def episode_now(ctx: EpisodeContext) -> datetime:
 
 
 def messages(ctx: EpisodeContext, facts: dict) -> list[dict]:
-    system = f"{ctx.plan.get('instructions', '').strip()}\n\n{RULES}"
-    return [{"role": "system", "content": system}, {"role": "user", "content": _describe(ctx, facts)}]
+    system = plan_cache.derived(ctx.plan, "system_message", _system_message)
+    return [system, {"role": "user", "content": _describe(ctx, facts)}]
+
+
+def _system_message(plan: dict) -> dict:
+    # Every request of the plan starts with it: encoded once for the request hash (runs.llm.base.frozen).
+    return frozen({"role": "system", "content": f"{plan.get('instructions', '').strip()}\n\n{RULES}"})
+
+
+def _scripted_hints(plan: dict) -> dict:
+    return frozen((plan.get("model") or {}).get("scripted") or {})
 
 
 def metadata(ctx: EpisodeContext, *, now: datetime) -> dict:
@@ -59,7 +69,7 @@ def metadata(ctx: EpisodeContext, *, now: datetime) -> dict:
         "capabilities": list(plan.get("capabilities") or []),
         "tools": [tool["name"] for tool in plan.get("tools") or []],
         "followup_channel": event.get("channel") or _ladder_channel(plan, event.get("step")),
-        "scripted": (plan.get("model") or {}).get("scripted") or {},
+        "scripted": plan_cache.derived(plan, "scripted_hints", _scripted_hints),
         "agent": {"name": plan.get("name", "")},
         "org": {"name": ctx.run.organization.name},
         "run": {"goal": ctx.run.goal},

@@ -55,11 +55,73 @@ def _run(ctx: EpisodeContext, call: ToolCall, session: ToolSession) -> dict:
 def _invalid(schema: dict, arguments: object) -> str:
     if not isinstance(arguments, dict):
         return "arguments must be a JSON object"
+    if _surely_valid(schema, arguments):
+        return ""
     failure = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(arguments))
     if failure is None:
         return ""
     where = "/".join(str(part) for part in failure.absolute_path)
     return f"{where}: {failure.message}" if where else failure.message
+
+
+# Keywords that only annotate (a format is not asserted without a format checker, as in _invalid).
+_ANNOTATIONS = frozenset({"description", "title", "format", "default", "examples", "$comment"})
+_PLAIN_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
+
+
+def _surely_valid(schema: object, value: object) -> bool:
+    """True when `value` passes `schema` by the few keywords tool schemas use (agents.config.tool_schemas);
+    False when it fails, or when the schema says more than this reads: jsonschema then decides, and words it.
+
+    Building a validator and walking it costs more than the rest of a tool call; almost every call is valid.
+    """
+    if not isinstance(schema, dict):
+        return False
+    for keyword, expected in schema.items():
+        if keyword in _ANNOTATIONS:
+            continue
+        if keyword == "type":
+            ok = _is_type(value, expected)
+        elif keyword == "properties":
+            ok = isinstance(value, dict) and isinstance(expected, dict) and all(
+                _surely_valid(expected[name], item) for name, item in value.items() if name in expected)
+        elif keyword == "required":
+            ok = isinstance(value, dict) and isinstance(expected, list) and all(name in value for name in expected)
+        elif keyword == "additionalProperties":
+            known = schema.get("properties", {})
+            ok = (expected is False and isinstance(value, dict) and isinstance(known, dict)
+                  and "patternProperties" not in schema and all(name in known for name in value))
+        elif keyword == "enum":
+            ok = (isinstance(value, str) and isinstance(expected, list)
+                  and all(isinstance(each, str) for each in expected) and value in expected)
+        elif keyword in ("minLength", "maxLength"):
+            ok = isinstance(value, str) and _is_type(expected, "integer") and (
+                len(value) >= expected if keyword == "minLength" else len(value) <= expected)
+        elif keyword in ("minItems", "maxItems"):
+            ok = isinstance(value, list) and _is_type(expected, "integer") and (
+                len(value) >= expected if keyword == "minItems" else len(value) <= expected)
+        elif keyword in ("minimum", "maximum"):
+            ok = _is_type(value, "number") and _is_type(expected, "number") and (
+                value >= expected if keyword == "minimum" else value <= expected)
+        elif keyword == "items":
+            ok = isinstance(value, list) and all(_surely_valid(expected, item) for item in value)
+        else:
+            return False
+        if not ok:
+            return False
+    return True
+
+
+def _is_type(value: object, name: object) -> bool:
+    """JSON Schema's type, leaving out what needs a closer look (a float that is an integer, a list of types)."""
+    if name == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if name == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name == "null":
+        return value is None
+    plain = _PLAIN_TYPES.get(name) if isinstance(name, str) else None
+    return plain is not None and isinstance(value, plain)
 
 
 # Internal tools ---------------------------------------------------------------------------------------------------

@@ -15,10 +15,114 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
+# json.dumps builds an encoder per call; one shared encoder writes the same text.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
 
 def canonical_json(value: Any) -> str:
     """One spelling per value (sorted keys, no spaces), so equal requests hash equally."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    if isinstance(value, _FROZEN):
+        return value.canonical
+    return _ENCODER.encode(value)
+
+
+class FrozenList(list):
+    """A list no one changes again, carrying its canonical JSON (computed once, by `frozen`)."""
+
+    canonical: str
+    canonical_bytes: bytes
+
+
+class FrozenDict(dict):
+    """A dict no one changes again, carrying its canonical JSON (computed once, by `frozen`)."""
+
+    canonical: str
+    canonical_bytes: bytes
+
+
+_FROZEN = (FrozenList, FrozenDict)
+
+
+def frozen(value: list | dict) -> FrozenList | FrozenDict:
+    """A shallow copy of `value` that carries its canonical JSON, for a part every request of a plan repeats
+    (its tools, its scripted hints, its system message): a request spells it without encoding it again.
+    Neither the copy nor anything inside it may change afterwards."""
+    copy = FrozenList(value) if isinstance(value, list) else FrozenDict(value)
+    copy.canonical = _ENCODER.encode(value)
+    copy.canonical_bytes = copy.canonical.encode()
+    return copy
+
+
+def _canonical_bytes(value: Any, depth: int) -> bytes:
+    """canonical_json(value) in UTF-8, frozen values up to `depth` levels down taken as they already are."""
+    out: list[bytes] = []
+    if _holds_frozen(value, depth):
+        _write_spliced(value, depth, out)
+    else:
+        out.append(_ENCODER.encode(value).encode())
+    return b"".join(out)
+
+
+def _write_spliced(value: Any, depth: int, out: list[bytes]) -> None:
+    """Append the canonical JSON of `value`, which is frozen or holds a frozen value `depth` levels down.
+
+    The same text: a dict's members sorted by key and joined by ",", so the members between two frozen ones
+    are encoded together, as a dict of their own whose braces are dropped (a list's items likewise)."""
+    if isinstance(value, _FROZEN):
+        out.append(value.canonical_bytes)
+        return
+    if isinstance(value, dict):
+        if not all(type(key) is str for key in value):  # json's own key conversions: leave them to it
+            out.append(_ENCODER.encode(value).encode())
+            return
+        members: list[tuple[str, Any]] = [(key, value[key]) for key in sorted(value)]
+        opening, closing = b"{", b"}"
+    else:
+        members = [("", item) for item in value]
+        opening, closing = b"[", b"]"
+    out.append(opening)
+    between: list[tuple[str, Any]] = []
+    first = True
+    for key, item in members:
+        if not _holds_frozen(item, depth - 1):
+            between.append((key, item))
+            continue
+        if between:
+            out.append(b"" if first else b",")
+            out.append(_encode_between(between, dict_members=opening == b"{"))
+            between, first = [], False
+        out.append(b"" if first else b",")
+        if opening == b"{":
+            out.append(_ENCODER.encode(key).encode() + b":")
+        _write_spliced(item, depth - 1, out)
+        first = False
+    if between:
+        out.append(b"" if first else b",")
+        out.append(_encode_between(between, dict_members=opening == b"{"))
+    out.append(closing)
+
+
+def _encode_between(members: list[tuple[str, Any]], *, dict_members: bool) -> bytes:
+    """Members with no frozen value, encoded in one call: a dict's (or list's) text without its brackets."""
+    text = _ENCODER.encode(dict(members) if dict_members else [item for _, item in members])
+    return text[1:-1].encode()
+
+
+def _holds_frozen(value: Any, depth: int) -> bool:
+    """Whether `value` is frozen or (a plain dict, a list or a tuple) holds a frozen value `depth` levels down."""
+    if isinstance(value, _FROZEN):
+        return True
+    if not depth:
+        return False
+    if type(value) is dict:
+        items: Any = value.values()
+    elif type(value) in (list, tuple):
+        items = value
+    else:
+        return False
+    if depth == 1:
+        return any(isinstance(item, _FROZEN) for item in items)
+    return any(_holds_frozen(item, depth - 1) for item in items)
 
 
 def function_tools(plan_tools: list[dict]) -> list[dict]:
@@ -53,15 +157,23 @@ class ChatRequest:
     metadata: dict = field(default_factory=dict)
 
     def request_hash(self) -> str:
-        """sha256 of the canonical request: the journal's replay key (with the episode and occurrence)."""
-        body = {
-            "model": self.model,
-            "messages": self.messages,
-            "tools": self.tools,
-            "temperature": self.temperature,
-            "metadata": self.metadata,
-        }
-        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+        """sha256 of the canonical request: the journal's replay key (with the episode and occurrence).
+
+        Computed once per request (the loop, the journal and the scripted model all ask): a request is not
+        changed after it is built."""
+        known = self.__dict__.get("_request_hash")
+        if known is None:
+            body = {
+                "model": self.model,
+                "messages": self.messages,
+                "tools": self.tools,
+                "temperature": self.temperature,
+                "metadata": self.metadata,
+            }
+            # Split down to the messages and the metadata's values, where a plan's frozen parts are.
+            known = hashlib.sha256(_canonical_bytes(body, 2)).hexdigest()
+            object.__setattr__(self, "_request_hash", known)
+        return known
 
     def tool_names(self) -> list[str]:
         return [tool.get("function", {}).get("name", "") for tool in self.tools]

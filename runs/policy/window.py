@@ -9,6 +9,7 @@ stays open until its end instant.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ def resolve_timezone(plan: dict, *, contact_tz: str, org_tz: str) -> ZoneInfo:
     return ZoneInfo("UTC")
 
 
+@functools.lru_cache(maxsize=4096)
 def run_offset(run_id: int | str) -> timedelta:
     """A fixed 0–299 s offset per run, stable across processes (unlike hash()).
 

@@ -8,7 +8,7 @@ import pytest
 
 from runs import leases
 from runs.llm import journaled, providers
-from runs.llm.base import ChatRequest, ModelError, function_tools
+from runs.llm.base import ChatRequest, ModelError, frozen, function_tools
 from runs.llm.openai_provider import OpenAIProvider
 from runs.llm.scripted import MODEL_NAME, ScriptedProvider
 from runs.models import JournalEntry, JournalKind, Run
@@ -233,6 +233,29 @@ def test_check_budget_names_the_spent_budget():
     assert "token budget" in journaled.check_budget(run)
     run.tokens_used, run.cost_used = 0, Decimal("1.0000")
     assert "cost budget" in journaled.check_budget(run)
+
+
+# --- the request hash (the journal's replay key) -----------------------------------------------------
+
+HASHED = {"model": "gpt-4o-mini", "temperature": 0.2,
+          "messages": [{"role": "system", "content": "Chase the W-9 — politely."},
+                       {"role": "user", "content": "hello"}],
+          "metadata": {"event": {"kind": "start"}, "scripted": {"messages": {"first": "Hi {contact.name}"}},
+                       "now": "2026-03-03T15:00:00+00:00"}}
+# sha256 of the request's canonical JSON as journals written so far recorded it: it must never change.
+HASHED_SHA256 = "6f5a887a2ec3fbdf6e4c26a5ca10e41322626fb289fd36f3bd0c10385fe6b9fc"
+
+
+def test_the_request_hash_of_journals_already_written_does_not_change():
+    assert ChatRequest(**HASHED, tools=function_tools(PLAN_TOOLS)).request_hash() == HASHED_SHA256
+
+
+def test_frozen_parts_hash_as_the_plain_request_does():
+    system, user = HASHED["messages"]
+    metadata = {**HASHED["metadata"], "scripted": frozen(HASHED["metadata"]["scripted"])}
+    request = ChatRequest(**{**HASHED, "messages": [frozen(system), user], "metadata": metadata},
+                          tools=frozen(function_tools(PLAN_TOOLS)))
+    assert request.request_hash() == HASHED_SHA256
 
 
 # --- choosing a provider --------------------------------------------------------------------------

@@ -45,6 +45,22 @@ def test_an_unknown_tool_and_bad_arguments_are_error_results():
     assert not_object["ok"] is False
 
 
+@pytest.mark.parametrize(("name", "arguments", "words"), [
+    ("send_email", {**EMAIL, "cc": "boss@vendor.test"}, "Additional properties are not allowed ('cc'"),
+    ("send_email", {**EMAIL, "subject": "x" * 201}, "subject: " + repr("x" * 201) + " is too long"),
+    ("send_email", {**EMAIL, "body": ""}, "body: '' should be non-empty"),
+    ("send_email", {**EMAIL, "to_role": 7}, "to_role: 7 is not one of ['vendor']"),
+    ("schedule_followup", {"in_s": 10, "reason": "later"}, "in_s: 10 is less than the minimum of 60"),
+    ("schedule_followup", {"in_s": True, "reason": "later"}, "in_s: True is not of type 'integer'"),
+])
+def test_arguments_outside_the_tool_schema_are_refused_in_the_schema_words(name, arguments, words):
+    run = h.make_run()
+    result, _ = _dispatch(run, h.add_episode(run, "start"), name, arguments)
+
+    assert result["ok"] is False and f"invalid arguments for {name}: {words}" in result["error"]
+    assert not OutboxMessage.objects.exists()
+
+
 def test_the_recipient_comes_only_from_the_run_contact_for_the_role():
     run = h.make_run()
     episode = h.add_episode(run, "start")
