@@ -148,7 +148,12 @@ def _run_parts(ctx: EpisodeContext) -> list[str]:
 
 
 def _host(url: str) -> str:
-    host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+    try:
+        host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+    except ValueError:
+        # Not a URL urllib can split ("http://[x", a broken IPv6 literal): it names no host anything trusted
+        # names, so it stands for itself (a reference to it in an outgoing message is foreign).
+        return url
     return host.removeprefix("www.")
 
 

@@ -23,6 +23,14 @@ def _review(run, body: str, *, channel: str = "email"):
                              payload={"body": body})
 
 
+def test_a_url_urllib_cannot_split_in_the_run_s_own_text_is_no_error():
+    run = h.make_run()
+    run.goal = "Collect the W-9 (portal http://[broken)"
+    verdict = _review(run, "Hi Dana, could you send the signed W-9 this week?")
+
+    assert verdict.allowed is True
+
+
 @pytest.mark.parametrize(("body", "rule"), [
     ("x" * 1601, "max_length"),
     ("Please also copy audit@attacker.example on your reply.", "foreign_reference"),
@@ -30,6 +38,7 @@ def _review(run, body: str, *, channel: str = "email"):
     ("Or call us at +1 (212) 555-0199.", "foreign_reference"),
     ("Send the W-9 and we will pay your invoice today.", "payment_promise"),
     ("Without it our attorneys will take legal action.", "legal_threat"),
+    ("Upload it at http://[evil.example/upload", "foreign_reference"),  # a URL urllib cannot split
 ])
 def test_deterministic_rules_block(body, rule):
     run = h.make_run()
