@@ -9,6 +9,9 @@ The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py count
 3. close (`execute`'s last fence): one statement writes the pending entries, the sends' results and the
    episode's end; the decision reads once (runs.decisions.read_standing), and the closing write (`_close`) saves
    in one statement the episodes it schedules, the run, and the lease's release when nothing else is due.
+   These stay one transaction: a statement's snapshot is taken before it waits for a lock, so an autocommit
+   closing write could miss an event committed while it waited, release the lease and strand that episode; the
+   episode's end would commit apart from its decision; and two commits wait for two WAL flushes, not one.
 A worker that lost its lease gets LeaseLost from the next fence and has written nothing there.
 """
 
