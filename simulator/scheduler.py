@@ -21,11 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection
-
 from connectors import addresses
 from connectors.models import Channel
-from runs import json_rows, worker
+from runs import json_rows, statements, worker
 from runs.models import EpisodeStatus, EscalationKind, EscalationStatus, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
 from simulator import delivery
@@ -66,11 +64,12 @@ WITH state AS (
      WHERE r.id = %(run)s
 ), wake AS (
     SELECT least(state.next_due, %(other)s::timestamptz) AS at FROM state
-     WHERE %(may_jump)s AND state.status = ANY(%(open_statuses)s) AND state.sent IS NULL AND NOT state.approvals
+     WHERE %(may_jump)s AND state.status = ANY(%(open_statuses)s::varchar[]) AND state.sent IS NULL
+       AND NOT state.approvals
 ), jumped AS (
     UPDATE runs_run r SET virtual_now = wake.at
       FROM wake
-     WHERE r.id = %(run)s AND wake.at > %(now)s AND wake.at < %(horizon)s
+     WHERE r.id = %(run)s AND wake.at > %(now)s::timestamptz AND wake.at < %(horizon)s::timestamptz
  RETURNING r.virtual_now
 )
 SELECT state.status, state.next_due, state.sent, state.approvals, (SELECT virtual_now FROM jumped) FROM state
@@ -157,7 +156,7 @@ class SimScheduler:
         jumped or None), in one statement (STATE_SQL); `jump`: it may move the clock when nothing else can
         change where to. A human with steps left looks escalations up first (Human.next_at): no jump then."""
         may_jump = jump and not self.human.pending()
-        with connection.cursor() as cursor:
+        with statements.cursor() as cursor:  # prepared: one text every turn
             cursor.execute(STATE_SQL, {
                 "run": self.run_id, "seen": self._seen_outbox_id, "queued": EpisodeStatus.QUEUED,
                 "sent": OutboxStatus.SENT, "approval": EscalationKind.APPROVAL, "open": EscalationStatus.OPEN,
