@@ -89,7 +89,10 @@ def store_for_run(run_id: int, *, organization_id: int | None, uploads: Sequence
 
 
 def follow_message(message: InboundMessage) -> int:
-    """Give the message's files its organization, once routing has found it; returns rows changed."""
+    """Give the message's files its organization, once routing has found it; returns rows changed.
+    A message whose `attachments` lists none has no files (`store_for_message` keeps one row per entry)."""
+    if not message.attachments:
+        return 0
     return Attachment.objects.filter(inbound_message=message).exclude(
         organization_id=message.organization_id).update(organization_id=message.organization_id)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
 from agents.models import Organization
@@ -38,25 +39,45 @@ def store(
         headers["thread_ref"] = parsed.thread_ref
     if parsed.idem_key:
         headers["idem_key"] = parsed.idem_key
-    message, created = InboundMessage.objects.get_or_create(
+    message = InboundMessage(
         channel=channel,
         provider_id=without_nul(parsed.provider_id)[: _LIMITS["provider_id"]],
-        defaults={
-            "organization": organization,
-            "kind": parsed.kind,
-            "from_address": without_nul(parsed.from_address)[: _LIMITS["from_address"]],
-            "to_address": without_nul(parsed.to_address)[: _LIMITS["to_address"]],
-            "subject": without_nul(parsed.subject)[: _LIMITS["subject"]],
-            "text": without_nul(parsed.text),
-            "attachments": without_nul(attachments.metadata(parsed.attachments)),
-            "headers": without_nul(headers),
-            "raw": without_nul(parsed.raw),
-            "status": InboundStatus.UNMATCHED,
-        },
+        organization=organization,
+        kind=parsed.kind,
+        from_address=without_nul(parsed.from_address)[: _LIMITS["from_address"]],
+        to_address=without_nul(parsed.to_address)[: _LIMITS["to_address"]],
+        subject=without_nul(parsed.subject)[: _LIMITS["subject"]],
+        text=without_nul(parsed.text),
+        attachments=without_nul(attachments.metadata(parsed.attachments)),
+        headers=without_nul(headers),
+        raw=without_nul(parsed.raw),
+        status=InboundStatus.UNMATCHED,
     )
+    created = _insert_unless_stored(message)
+    if not created:
+        message = InboundMessage.objects.get(channel=message.channel, provider_id=message.provider_id)
     if created and parsed.attachments:
         attachments.store_for_message(message, parsed.attachments)
     return message, created
+
+
+def _insert_unless_stored(message: InboundMessage) -> bool:
+    """Insert the row unless its (channel, provider id) is stored already: one statement, where get_or_create
+    would look first and insert in a savepoint. The conflict is on inbound_unique_provider_id: a concurrent
+    duplicate waits for the other transaction, and the caller then reads the row it stored.
+    Returns whether it was inserted (then `message.pk` is set)."""
+    fields = [field for field in InboundMessage._meta.concrete_fields if not field.primary_key]
+    values = [field.get_db_prep_save(field.pre_save(message, add=True), connection) for field in fields]
+    columns, placeholders = ", ".join(field.column for field in fields), ", ".join(["%s"] * len(fields))
+    insert = f"INSERT INTO {InboundMessage._meta.db_table} ({columns}) VALUES ({placeholders})"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(f"{insert} ON CONFLICT (channel, provider_id) DO NOTHING RETURNING id", values)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    message.pk = row[0]
+    message._state.adding = False
+    return True
 
 
 def mark_matched(message: InboundMessage, *, run_id: int, organization_id: int, by_user=None, note: str = "") -> None:

@@ -66,7 +66,7 @@ def answer(escalation: Escalation, *, option: str, text: str = "", data: dict | 
     with transaction.atomic():
         locked = escalations.close(escalation, status=chosen.closes_as, answer=text or chosen.label,
                                    by_user=by_user, by_key=by_key, via=via)
-        run = Run.objects.get(pk=locked.run_id) if locked.run_id else None
+        run = locked.run  # read with the escalation's lock, after its run's (escalations.close)
         answering = Answering(escalation=locked, run=run, option=option, text=text, data=data, by_user=by_user,
                               by_key=by_key, via=via, at=clock.now(run) if run else clock.wall_now())
         wake = chosen.act(answering)
@@ -78,8 +78,8 @@ def answer(escalation: Escalation, *, option: str, text: str = "", data: dict | 
 
 
 def _journal(answering: Answering) -> None:
-    run = Run.objects.select_for_update(no_key=True).get(pk=answering.run.pk)
-    journal.write(run, [journal.Entry(episode_id=None, kind=JournalKind.NOTE, at=answering.at, data={
+    # The answer's transaction holds the run row (escalations.close locked it first).
+    journal.write(answering.run, [journal.Entry(episode_id=None, kind=JournalKind.NOTE, at=answering.at, data={
         "human_answer": answering.option, "escalation_id": answering.escalation.pk, "text": answering.text,
         "data": answering.data, "by": answering.actor, **answering.done,
     })])

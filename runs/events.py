@@ -15,8 +15,8 @@ from django.db import transaction
 from django.db.models import Min
 from django.utils import timezone
 
-from runs import clock, policy, queue
-from runs.models import Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus, Run, RunStatus
+from runs import clock, policy, queue, statements
+from runs.models import Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus, Run
 
 # The follow-up policy's name for each episode kind: inbound messages and call reports are the contact replying.
 POLICY_EVENTS = {
@@ -36,23 +36,69 @@ def record_event(
 
     Raises RunEnded for an ended run: nothing is stored. A reply cancels any
     queued follow-up; the follow-up policy schedules what comes next after the
-    reply's episode (`followup.on_reply`). The enqueue joins the caller's
-    transaction, so a rollback leaves neither the episode nor a queue row.
+    reply's episode (`followup.on_reply`). Two statements: the run row locked, then RECORD_SQL inserts the
+    episode, cancels the follow-ups and wakes the run. The enqueue joins the caller's transaction, so a rollback
+    leaves neither the episode nor a queue row.
     """
-    with transaction.atomic():
+    episode = None
+    # No savepoint: an ended run raises once the block is over, having written nothing.
+    with transaction.atomic(savepoint=False):
+        # Locked first, by a statement of its own: the next one's snapshot then sees every episode a concurrent
+        # delivery inserted before it let go of the row (its seq and its dedupe key).
         locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
-        if not locked.is_open:
-            raise RunEnded(f"run {run.pk} is {locked.status}")
-        episode = schedule_episode(
-            locked, kind=kind, due_at=due_at or clock.now(locked), dedupe_key=dedupe_key, payload=payload
-        )
-        if episode is None:
-            return None
-        if policy.cancels_pending_followup(event_for(kind)):
-            cancel_pending_followups(locked)
-        _wake(locked)
-        queue.enqueue_advance(locked)
+        if locked.is_open:
+            rows = statements.fetch_dicts(RECORD_SQL, {
+                "run": locked.pk, "kind": kind, "payload": json.dumps(payload), "dedupe_key": dedupe_key,
+                "due_at": due_at or clock.now(locked), "created_at": timezone.now(), "status": locked.status,
+                "cancel": policy.cancels_pending_followup(event_for(kind)),
+            })
+            episode = statements.instance(Episode, rows[0]) if rows else None
+            if episode is not None:
+                queue.enqueue_advance(locked)
+    if not locked.is_open:
+        raise RunEnded(f"run {run.pk} is {locked.status}")
     return episode
+
+
+# record_event's statement, under the run row's lock: the episode inserted as SCHEDULE_SQL would (none when the key is
+# taken), then the queued follow-ups cancelled (`cancel`) and the run woken: next_wake_at the earliest queued
+# episode, and active unless it waits for a human who has an open escalation (`status` is the locked row's; the
+# run's question is not forgotten: a reply is still processed meanwhile).
+RECORD_SQL = """
+WITH inserted AS (
+    INSERT INTO runs_episode (run_id, seq, kind, payload, dedupe_key, status, due_at, attempts, lease_epoch,
+                              created_at, started_at, finished_at, error)
+    SELECT %(run)s, coalesce((SELECT max(seq) FROM runs_episode WHERE run_id = %(run)s), 0) + 1, %(kind)s::varchar,
+           %(payload)s::jsonb, %(dedupe_key)s::varchar, 'queued', %(due_at)s, 0, NULL, %(created_at)s, NULL, NULL, ''
+     WHERE NOT EXISTS (SELECT 1 FROM runs_episode WHERE run_id = %(run)s AND dedupe_key = %(dedupe_key)s::varchar)
+ RETURNING *
+),
+cancelled AS (
+    UPDATE runs_episode SET status = 'cancelled'
+     WHERE %(cancel)s AND run_id = %(run)s AND kind = 'followup' AND status = 'queued'
+       AND EXISTS (SELECT 1 FROM inserted)
+ RETURNING id
+),
+woken AS (
+    SELECT %(status)s::varchar <> 'active' AND NOT (
+               %(status)s::varchar = 'waiting_human'
+               AND EXISTS (SELECT 1 FROM runs_escalation x WHERE x.run_id = %(run)s AND x.status = 'open')) AS wakes
+),
+saved AS (
+    UPDATE runs_run
+       SET next_wake_at = (SELECT min(q.due_at) FROM (
+               SELECT due_at FROM runs_episode
+                WHERE run_id = %(run)s AND status = 'queued' AND id NOT IN (SELECT id FROM cancelled)
+                UNION ALL
+               SELECT due_at FROM inserted) q),
+           status = CASE WHEN woken.wakes THEN 'active' ELSE runs_run.status END,
+           wake_when = CASE WHEN woken.wakes THEN NULL ELSE runs_run.wake_when END,
+           updated_at = %(created_at)s
+      FROM woken
+     WHERE runs_run.id = %(run)s AND EXISTS (SELECT 1 FROM inserted)
+)
+SELECT * FROM inserted
+"""
 
 
 def schedule_episode(run: Run, *, kind: str, due_at: datetime, dedupe_key: str, payload: dict,
@@ -174,19 +220,3 @@ def earliest_due(run_id: int) -> datetime | None:
 
 def has_open_escalation(run_id: int) -> bool:
     return Escalation.objects.filter(run_id=run_id, status=EscalationStatus.OPEN).exists()
-
-
-def _wake(run: Run) -> None:
-    """Point next_wake_at at the earliest queued episode and leave the sleeping states when nothing blocks.
-
-    A run waiting for a human stays so while any escalation is open: a reply is
-    still processed, but the human's question is not forgotten.
-    """
-    fields = ["next_wake_at", "updated_at"]
-    run.next_wake_at = earliest_due(run.pk)
-    blocked = run.status == RunStatus.WAITING_HUMAN and has_open_escalation(run.pk)
-    if run.status != RunStatus.ACTIVE and not blocked:
-        run.activate()
-        run.wake_when = None
-        fields += ["status", "wake_when"]
-    run.save(update_fields=fields)

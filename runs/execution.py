@@ -68,9 +68,10 @@ def execute(started: episode_loads.Started, *, epoch: int,
         raise
     except model_outages.ModelUnavailable as outage:  # the model is down: the episode waits for it, not a human
         # ctx.episode is the row as it stands (see below); the closing write releases the lease if nothing is due.
-        with ctx.fence() as run:
-            released = _close(run, fields=model_outages.postpone(run, episode, error=outage.error),
-                              decision=decisions.Decision(), epoch=epoch)
+        postponed = model_outages.postponement(ctx.latest or ctx.run, episode, error=outage.error)
+        ctx.pending.append(postponed.entry)
+        with ctx.fence(rider=postponed.rider()) as run:
+            released = _close(run, fields=postponed.settle(run), decision=decisions.Decision(), epoch=epoch)
         return run, released
     except Exception as exc:  # any loop failure is the episode's, not the worker's
         logger.exception("run %s: episode #%s failed", run.pk, episode.seq)

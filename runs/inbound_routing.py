@@ -176,7 +176,9 @@ def episode_payload(message: InboundMessage) -> dict:
         "subject": message.subject,
         "from": message.from_address,
         # Descriptions with the stored rows' ids; the bytes stay in connectors.Attachment.
-        "attachments": [attachments.describe(row) for row in message.files.order_by("pk")],
+        # (None to read when the message lists none: connectors.attachments keeps one row per listed file.)
+        "attachments": [attachments.describe(row) for row in message.files.order_by("pk")] if message.attachments
+        else [],
         "headers": {"in_reply_to": headers.get("in_reply_to"), "references": headers.get("references") or []},
         "inbound_message_id": message.pk,
     }

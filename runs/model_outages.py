@@ -3,9 +3,11 @@
 The model layer classifies errors (runs.llm.base.ModelError.retryable; the
 OpenAI provider maps 429, 5xx, timeouts and connection errors to retryable).
 A retryable failure ends the episode's attempt with nothing sent: the loop
-raises ModelUnavailable and the worker calls `postpone` under its fence, then
-saves the run with the episode's closing write (runs.execution._close), which
-releases the lease when nothing else is due:
+raises ModelUnavailable and the worker works out the `postponement`, writes it
+with its fence (the episode requeued and the journal note in the fence's own
+statement, the outage under it: Postponement.settle), then saves the run with
+the episode's closing write (runs.execution._close), which releases the lease
+when nothing else is due:
 
 - the episode goes back to `queued`, due after a backoff that doubles from
   LUCIA_MODEL_RETRY_SECONDS up to LUCIA_MODEL_RETRY_MAX_SECONDS (a provider's
@@ -31,11 +33,12 @@ once the run has had its one escalation.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from runs import clock, escalations, journal
+from runs import clock, escalations, journal, leases
 from runs.llm.base import ModelError
 from runs.models import Episode, EscalationKind, JournalEntry, JournalKind, Run, RunStatus
 
@@ -62,53 +65,98 @@ def backoff(failures: int, *, retry_after: float | None = None) -> timedelta:
     return timedelta(seconds=min(max(seconds, retry_after or 0), cap))
 
 
-def postpone(run: Run, episode: Episode, *, error: ModelError) -> list[str]:
-    """Requeue the running episode for after the backoff, journal it, escalate once a long outage; under the
-    fence (`run` is the locked row). Returns the run fields it changed, for the closing write to save with
-    next_wake_at (runs.execution._close); `episode.due_at` is when the model is asked again."""
+@dataclass(frozen=True)
+class Postponement:
+    """An episode's postponement, worked out before its fence from the run row as the episode read it: the run's
+    outage (run.state["model_outage"]) is only ever written by its lease holder (`settle`, `recovered`), so that
+    row's is the locked row's. The fence's own statement requeues the episode (`rider`) and writes the journal
+    note (`entry`, after the episode's pending entries); `settle` does the rest under the fence."""
+
+    episode: Episode
+    error: ModelError
+    now: datetime
+    since: datetime
+    failures: int
+    retry_at: datetime
+
+    @property
+    def entry(self) -> journal.Entry:
+        # Not filed under the episode: its first entry dates a re-execution's prompt ("now") and turns on replay
+        # (runs.loop), and a postponement is neither.
+        message, since, retry_at = self.error.message, self.since, self.retry_at
+        return journal.Entry(
+            episode_id=None, kind=JournalKind.NOTE, at=self.now,
+            data={"runtime": True, "model_outage": True, "episode_seq": self.episode.seq, "error": message[:500],
+                  "text": f"model unavailable ({message[:200]}): episode #{self.episode.seq} retried at "
+                          f"{retry_at:%Y-%m-%d %H:%M} UTC, failure {self.failures} since {since:%Y-%m-%d %H:%M} UTC",
+                  "failures": self.failures, "since": since.isoformat(), "retry_at": retry_at.isoformat()},
+        )
+
+    def rider(self) -> leases.Rider:
+        """The episode back to `queued`, due at retry_at, in the fence's own statement (the row in hand too).
+        Its attempt is not counted: the model was down, the episode did not fail."""
+        episode = self.episode
+        episode.requeue()
+        episode.attempts = max(episode.attempts - 1, 0)
+        episode.due_at = self.retry_at
+        episode.error = f"model unavailable: {self.error.message}"[:4000]
+        name = f"episode_postponed_{leases.tag()}"
+        return leases.Rider(sql=f""",
+{name} AS (
+    UPDATE runs_episode SET status = 'queued', attempts = %({name}_attempts)s, due_at = %({name}_due_at)s,
+                            error = %({name}_error)s
+     WHERE id = %({name}_id)s AND status = 'running' AND EXISTS (SELECT 1 FROM fenced)
+)""", params={f"{name}_attempts": episode.attempts, f"{name}_due_at": episode.due_at,  # noqa: S608 (constants)
+              f"{name}_error": episode.error, f"{name}_id": episode.pk})
+
+    def settle(self, run: Run) -> list[str]:
+        """Under the fence (`run` is the locked row): the outage in run.state, one escalation once it has lasted,
+        the run asleep. Returns the run fields it changed, for the closing write to save with next_wake_at
+        (runs.execution._close)."""
+        now, since, failures, retry_at, error = self.now, self.since, self.failures, self.retry_at, self.error
+        # The outage's first failure is news; each retry after it is in the journal, and a long outage escalates.
+        # A simulated run's outage is a scripted fault, part of its story, not the deployment's.
+        logger.log(logging.WARNING if failures == 1 and not run.sim else logging.DEBUG,
+                   "run %s: model unavailable (%s failures since %s), episode #%s retried at %s",
+                   run.pk, failures, since, self.episode.seq, retry_at)
+        outage = {**(run.state.get(STATE_KEY) or {}), "since": since.isoformat(), "failures": failures,
+                  "last_error": error.message[:500]}
+        run.state = {**run.state, STATE_KEY: outage}
+        lasted = now - since
+        if (lasted >= timedelta(seconds=settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S)
+                and not run.state.get(ESCALATED_KEY)):
+            # A notice, not a question the run waits on: it resumes by itself when the model answers.
+            escalation = escalations.open_notice(
+                run, kind=EscalationKind.STUCK, episode=self.episode,
+                prompt=(f"The model has been unavailable for {_hours(lasted)} ({error.message[:300]}). The run "
+                        f"keeps retrying by itself (next attempt {retry_at:%Y-%m-%d %H:%M} UTC) and resumes when "
+                        "the model answers; this question closes then. Check the model provider's status and this "
+                        "deployment's model settings, or cancel the run."),
+                context={"reason": "model_outage", "since": since.isoformat(), "failures": failures},
+            )
+            outage["escalation_id"] = escalation.pk
+            run.state = {**run.state, STATE_KEY: outage, ESCALATED_KEY: True}
+        if run.status == RunStatus.ACTIVE:
+            run.sleep()
+            run.wake_when = WAKE_REASON
+        return ["state", "status", "wake_when"]
+
+
+def postponement(run: Run, episode: Episode, *, error: ModelError) -> Postponement:
+    """Requeue the running episode for after the backoff, journal it, escalate once a long outage: what to write,
+    from the run row the episode read (see Postponement). `episode.due_at` becomes when the model is asked again.
+
+        postponed = model_outages.postponement(run, episode, error=error)
+        ctx.pending.append(postponed.entry)
+        with ctx.fence(rider=postponed.rider()) as locked:
+            fields = postponed.settle(locked)
+    """
     now = clock.now(run)
-    outage = dict(run.state.get(STATE_KEY) or {})
+    outage = run.state.get(STATE_KEY) or {}
     since = datetime.fromisoformat(outage["since"]) if outage.get("since") else now
     failures = int(outage.get("failures") or 0) + 1
-    retry_at = now + backoff(failures, retry_after=error.retry_after)
-    episode.requeue()
-    episode.attempts = max(episode.attempts - 1, 0)  # the model was down, the episode did not fail
-    episode.due_at = retry_at
-    episode.error = f"model unavailable: {error.message}"[:4000]
-    episode.save(update_fields=["status", "attempts", "due_at", "error"])
-    outage.update(since=since.isoformat(), failures=failures, last_error=error.message[:500])
-    # Not filed under the episode: its first entry dates a re-execution's prompt ("now") and turns on replay
-    # (runs.loop), and a postponement is neither.
-    journal.write(run, [journal.Entry(
-        episode_id=None, kind=JournalKind.NOTE, at=now,
-        data={"runtime": True, "model_outage": True, "episode_seq": episode.seq, "error": error.message[:500],
-              "text": f"model unavailable ({error.message[:200]}): episode #{episode.seq} retried at "
-                      f"{retry_at:%Y-%m-%d %H:%M} UTC, failure {failures} since {since:%Y-%m-%d %H:%M} UTC",
-              "failures": failures, "since": since.isoformat(), "retry_at": retry_at.isoformat()},
-    )])
-    # The outage's first failure is news; each retry after it is in the journal, and a long outage escalates.
-    # A simulated run's outage is a scripted fault, part of its story, not the deployment's.
-    logger.log(logging.WARNING if failures == 1 and not run.sim else logging.DEBUG,
-               "run %s: model unavailable (%s failures since %s), episode #%s retried at %s",
-               run.pk, failures, since, episode.seq, retry_at)
-    run.state = {**run.state, STATE_KEY: outage}
-    lasted = now - since
-    if lasted >= timedelta(seconds=settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S) and not run.state.get(ESCALATED_KEY):
-        # A notice, not a question the run waits on: it resumes by itself when the model answers.
-        escalation = escalations.open_notice(
-            run, kind=EscalationKind.STUCK, episode=episode,
-            prompt=(f"The model has been unavailable for {_hours(lasted)} ({error.message[:300]}). The run keeps "
-                    f"retrying by itself (next attempt {retry_at:%Y-%m-%d %H:%M} UTC) and resumes when the model "
-                    "answers; this question closes then. Check the model provider's status and this "
-                    "deployment's model settings, or cancel the run."),
-            context={"reason": "model_outage", "since": since.isoformat(), "failures": failures},
-        )
-        outage["escalation_id"] = escalation.pk
-        run.state = {**run.state, STATE_KEY: outage, ESCALATED_KEY: True}
-    if run.status == RunStatus.ACTIVE:
-        run.sleep()
-        run.wake_when = WAKE_REASON
-    return ["state", "status", "wake_when"]
+    return Postponement(episode=episode, error=error, now=now, since=since, failures=failures,
+                        retry_at=now + backoff(failures, retry_after=error.retry_after))
 
 
 def recovered(run: Run, episode: Episode) -> list[str]:

@@ -8,6 +8,7 @@ Studio. A summary is one readable line; `detail` is the whole of it, as
 """
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
@@ -39,11 +40,18 @@ class EpisodeGroup:
 
 
 def timeline_for(run: Run, *, include_journal: bool = True) -> list[TimelineItem]:
-    items = [_episode_item(episode) for episode in Episode.objects.filter(run=run)]
-    items += [_outbound_item(message) for message in OutboxMessage.objects.filter(run=run)]
-    items += [_escalation_item(escalation) for escalation in Escalation.objects.filter(run=run)]
-    if include_journal:
-        items += [_journal_item(entry) for entry in JournalEntry.objects.filter(run=run)]
+    return timeline_of(Episode.objects.filter(run=run), OutboxMessage.objects.filter(run=run),
+                       Escalation.objects.filter(run=run),
+                       JournalEntry.objects.filter(run=run) if include_journal else ())
+
+
+def timeline_of(episodes: Iterable[Episode], sends: Iterable[OutboxMessage], escalations: Iterable[Escalation],
+                entries: Iterable[JournalEntry] = ()) -> list[TimelineItem]:
+    """`timeline_for` of rows already read (all of the run's rows of each kind)."""
+    items = [_episode_item(episode) for episode in episodes]
+    items += [_outbound_item(message) for message in sends]
+    items += [_escalation_item(escalation) for escalation in escalations]
+    items += [_journal_item(entry) for entry in entries]
     # Stable order: time, then episodes before what they caused.
     order = {"episode": 0, "journal": 1, "outbound": 2, "escalation": 3}
     return sorted(items, key=lambda item: (item.at, order[item.type], item.ref))

@@ -47,7 +47,7 @@ def deliver(action: Action, *, run_id: int, organization: Organization) -> Deliv
         return Delivery(action, None, note="opt-out keyword: the number is suppressed")
     episodes = Episode.objects.filter(run_id=run_id)
     before = episodes.count() if action.redelivery else 0
-    message = intake.receive_message(item, channel=Channel.SANDBOX, organization=organization)
+    message, episode = intake.route_message(item, channel=Channel.SANDBOX, organization=organization)
     if action.redelivery:
         made = episodes.count() - before
         note = (f"delivered again: {made} new episode(s), the intake did not dedupe it" if made
@@ -55,8 +55,9 @@ def deliver(action: Action, *, run_id: int, organization: Organization) -> Deliv
         return Delivery(action, None, note=note, duplicated=bool(made))
     if message.status != InboundStatus.MATCHED or message.matched_run_id != run_id:
         return Delivery(action, None, note=f"routing found no open run for it: kept for triage ({message.status})")
-    episode = episodes.filter(dedupe_key=inbound_routing.dedupe_key(message)).values_list("pk", flat=True).first()
-    return Delivery(action, episode, note=_route(message))
+    if episode is None:  # its provider id was already an episode of the run's (record_event found the key taken)
+        episode = episodes.filter(dedupe_key=inbound_routing.dedupe_key(message)).first()
+    return Delivery(action, episode.pk if episode else None, note=_route(message))
 
 
 def parsed(action: Action, *, run_id: int, organization: Organization) -> ParsedInbound:

@@ -174,7 +174,7 @@ def _timeline(facts: run_facts.Facts, *, cast: personas.Cast, report: scheduler.
               for channel in run_facts.ADDRESS_FIELD for address in run_facts.addresses(contact, channel)}
     zone = ZoneInfo(facts.run.organization.default_timezone)
     rows = []
-    for item in timeline.timeline_for(facts.run, include_journal=False):
+    for item in timeline.timeline_of(facts.episodes, facts.outbox, facts.every_escalation):
         summary = item.summary
         if item.type == "outbound":
             summary = re.sub(r"^→ (\S+)", lambda m: f"→ {labels.get(m.group(1), m.group(1))}", summary)

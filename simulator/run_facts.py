@@ -8,15 +8,17 @@ Days count from the run's start as calendar dates in the organization's zone
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from django.db.models import F
+from django.db.models.expressions import RawSQL
 
 from connectors import addresses as address_forms
-from connectors.models import SandboxMessage, Suppression
+from connectors.models import Suppression
+from runs import json_rows
 from runs.models import Contact, Episode, Escalation, EscalationKind, OutboxMessage, OutboxStatus, Run, Task
 
 ADDRESS_FIELD = {"email": "email", "sms": "phone", "voice": "phone", "slack": "slack_user"}
@@ -34,10 +36,13 @@ class Facts:
     suppressed: dict[tuple[str, str], datetime]
     # Sandbox rows per idempotency key of this run's sends (a key stored twice was sent twice).
     sandbox_keys: Counter
-    # The run's episodes (kind, status, due_at), oldest first.
+    # The run's episodes, oldest first.
     episodes: list[Episode] = field(default_factory=list)
     # The last simulated day (day 0 is the start date).
     last_day: int = 41
+    # Every outbox row and escalation of the run (drafts and approvals too), for its timeline.
+    outbox: list[OutboxMessage] = field(default_factory=list)
+    every_escalation: list[Escalation] = field(default_factory=list)
 
     def day(self, at: datetime) -> int:
         """The calendar day of `at` in the organization's zone, counted from the start date (day 0)."""
@@ -47,29 +52,54 @@ class Facts:
         return next((c for c in self.contacts if message.recipient in addresses(c, message.channel)), None)
 
 
+# The run's rows the checks and the timeline read, as one JSON text column of the run's own query (`gather`).
+ROWS_SQL = """(SELECT json_build_object(
+    'contacts', (SELECT coalesce(json_agg(c ORDER BY c.role, c.id), '[]') FROM runs_contact c
+                  WHERE c.run_id = runs_run.id),
+    'tasks', (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = runs_run.id),
+    'episodes', (SELECT coalesce(json_agg(e ORDER BY e.seq), '[]') FROM runs_episode e WHERE e.run_id = runs_run.id),
+    'outbox', (SELECT coalesce(json_agg(to_jsonb(o) || jsonb_build_object('episode_kind', e.kind) ORDER BY o.id), '[]')
+                 FROM runs_outboxmessage o LEFT JOIN runs_episode e ON e.id = o.episode_id
+                WHERE o.run_id = runs_run.id),
+    'escalations', (SELECT coalesce(json_agg(x ORDER BY x.id), '[]') FROM runs_escalation x
+                     WHERE x.run_id = runs_run.id),
+    'sandbox_keys', (SELECT coalesce(json_object_agg(k.idem_key, k.n), '{}')
+                       FROM (SELECT s.idem_key, count(*) AS n FROM connectors_sandboxmessage s
+                              WHERE s.idem_key IN (SELECT o.idem_key FROM runs_outboxmessage o
+                                                    WHERE o.run_id = runs_run.id AND o.status = %s)
+                              GROUP BY s.idem_key) k)
+)::text)"""
+
+
 def gather(run: Run, *, start: datetime, opt_outs: dict[tuple[str, str], datetime] | None = None,
            horizon: datetime | None = None) -> Facts:
-    """Everything the checks read, in a few queries. `horizon`: the first instant after the simulated weeks."""
-    run = Run.objects.select_related("organization").get(pk=run.pk)
-    contacts = list(Contact.objects.filter(run_id=run.pk))
-    sent = list(OutboxMessage.objects.filter(run_id=run.pk, status=OutboxStatus.SENT)
-                .annotate(episode_kind=F("episode__kind")).order_by("sent_at", "pk"))
+    """Everything the checks read, in two queries: the run with its rows (ROWS_SQL), then the suppressions of its
+    contacts' addresses. `horizon`: the first instant after the simulated weeks."""
+    run = Run.objects.select_related("organization").annotate(
+        rows=RawSQL(ROWS_SQL, [OutboxStatus.SENT])).get(pk=run.pk)  # noqa: S611 (constant text)
+    rows = json.loads(run.rows)
+    contacts = json_rows.instances(Contact, rows["contacts"])
+    outbox = []
+    for row in rows["outbox"]:
+        message = json_rows.instance(OutboxMessage, row)
+        message.episode_kind = row["episode_kind"]
+        outbox.append(message)
+    sent = sorted((m for m in outbox if m.status == OutboxStatus.SENT), key=lambda m: (m.sent_at, m.pk))
+    every_escalation = json_rows.instances(Escalation, rows["escalations"])
     wanted = {(channel, a) for c in contacts for channel in ADDRESS_FIELD for a in addresses(c, channel)}
-    rows = Suppression.objects.filter(organization_id=run.organization_id,
-                                      address__in={address for _, address in wanted})
+    suppressions = Suppression.objects.filter(organization_id=run.organization_id,
+                                              address__in={address for _, address in wanted})
     suppressed = {(row.channel, row.address): (opt_outs or {}).get((row.channel, row.address), start)
-                  for row in rows if (row.channel, row.address) in wanted}
-    keys = Counter(SandboxMessage.objects.filter(idem_key__in=[m.idem_key for m in sent])
-                   .values_list("idem_key", flat=True))
-    return Facts(run=run, start=start, contacts=contacts, tasks=list(Task.objects.filter(run_id=run.pk)), sent=sent,
+                  for row in suppressions if (row.channel, row.address) in wanted}
+    return Facts(run=run, start=start, contacts=contacts, tasks=json_rows.instances(Task, rows["tasks"]), sent=sent,
                  # Drafts a human approves are the agent's settings, not the agent needing help: the scorecard
                  # counts them apart (metrics["approvals"]).
-                 escalations=list(Escalation.objects.filter(run_id=run.pk).exclude(kind=EscalationKind.APPROVAL)
-                                  .order_by("pk")),
-                 suppressed=suppressed, sandbox_keys=keys,
-                 episodes=list(Episode.objects.filter(run_id=run.pk).only("kind", "status", "due_at").order_by("seq")),
+                 escalations=[e for e in every_escalation if e.kind != EscalationKind.APPROVAL],
+                 suppressed=suppressed, sandbox_keys=Counter(rows["sandbox_keys"]),
+                 episodes=json_rows.instances(Episode, rows["episodes"]),
                  last_day=_day(horizon - timedelta(microseconds=1), start=start,
-                               zone=ZoneInfo(run.organization.default_timezone)) if horizon else 41)
+                               zone=ZoneInfo(run.organization.default_timezone)) if horizon else 41,
+                 outbox=outbox, every_escalation=every_escalation)
 
 
 def _day(at: datetime, *, start: datetime, zone: ZoneInfo) -> int:

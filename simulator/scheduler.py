@@ -16,18 +16,15 @@ case that is an end state), or at the horizon.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection
-from django.db.models import OuterRef, Subquery
-from django.db.models.fields.json import KT
-
 from connectors import addresses
-from connectors.models import Channel, SandboxMessage
-from runs import worker
-from runs.models import EpisodeStatus, EscalationKind, EscalationStatus, OutboxMessage, OutboxStatus, Run
+from connectors.models import Channel
+from runs import json_rows, statements, worker
+from runs.models import EpisodeStatus, EscalationKind, EscalationStatus, OutboxStatus, Run
 from runs.models.run import OPEN_RUN_STATUSES
 from simulator import delivery
 from simulator.approvers import Approver
@@ -42,7 +39,9 @@ MAX_IDLE_TURNS = 50
 
 
 # What the scheduler reads after each advance (`_run_state`): the run's status, its earliest queued episode
-# (runs.events.earliest_due), whether it sent anything not yet observed, whether a draft waits for approval.
+# (runs.events.earliest_due), what it sent that was not yet observed (as `_observe_sends` hands it to the personas,
+# in send order, with the Reply-To token the sandbox provider was handed: connectors.sandbox), whether a draft
+# waits for approval.
 # When none of that can change where the clock goes next (nothing new to hear or answer) and the sooner of
 # that episode and `other` (the personas' next action) is ahead of now and before the horizon, the same
 # statement jumps the clock there (as `_jump`): a quiet turn is one statement, not two. Otherwise run() decides.
@@ -50,19 +49,27 @@ STATE_SQL = """
 WITH state AS (
     SELECT r.status,
            (SELECT min(e.due_at) FROM runs_episode e WHERE e.run_id = r.id AND e.status = %(queued)s) AS next_due,
-           EXISTS (SELECT 1 FROM runs_outboxmessage o
-                    WHERE o.run_id = r.id AND o.status = %(sent)s AND o.id > %(seen)s) AS sent,
+           (SELECT json_agg(json_build_object(
+                       'id', o.id, 'channel', o.channel, 'tool', o.tool, 'recipient', o.recipient, 'sent_at', o.sent_at,
+                       'payload', o.payload, 'provider_message_id', o.provider_message_id, 'idem_key', o.idem_key,
+                       'episode__kind', e.kind,
+                       'run_token', (SELECT s.payload ->> 'run_token' FROM connectors_sandboxmessage s
+                                      WHERE s.idem_key = o.idem_key LIMIT 1))
+                   ORDER BY o.sent_at, o.id)::text
+              FROM runs_outboxmessage o LEFT JOIN runs_episode e ON e.id = o.episode_id
+             WHERE o.run_id = r.id AND o.status = %(sent)s AND o.id > %(seen)s) AS sent,
            EXISTS (SELECT 1 FROM runs_escalation x
                     WHERE x.run_id = r.id AND x.kind = %(approval)s AND x.status = %(open)s) AS approvals
       FROM runs_run r
      WHERE r.id = %(run)s
 ), wake AS (
     SELECT least(state.next_due, %(other)s::timestamptz) AS at FROM state
-     WHERE %(may_jump)s AND state.status = ANY(%(open_statuses)s) AND NOT state.sent AND NOT state.approvals
+     WHERE %(may_jump)s AND state.status = ANY(%(open_statuses)s::varchar[]) AND state.sent IS NULL
+       AND NOT state.approvals
 ), jumped AS (
     UPDATE runs_run r SET virtual_now = wake.at
       FROM wake
-     WHERE r.id = %(run)s AND wake.at > %(now)s AND wake.at < %(horizon)s
+     WHERE r.id = %(run)s AND wake.at > %(now)s::timestamptz AND wake.at < %(horizon)s::timestamptz
  RETURNING r.virtual_now
 )
 SELECT state.status, state.next_due, state.sent, state.approvals, (SELECT virtual_now FROM jumped) FROM state
@@ -111,7 +118,7 @@ class SimScheduler:
             ran = worker.advance_run(self.run_id, owner=WORKER_OWNER)
             status, next_due, sent, approvals, jumped = self._run_state(jump=True)
             if sent:
-                self._observe_sends()
+                self._observe_sends(sent)
             # A draft waiting for approval is answered at once: its answer is due work at this instant.
             if approvals:
                 self.approver.answer_open(self.run_id)
@@ -144,12 +151,12 @@ class SimScheduler:
         report.approvals = dict(sorted(self.approver.counts.items()))
         return report
 
-    def _run_state(self, *, jump: bool) -> tuple[str, datetime | None, bool, bool, datetime | None]:
-        """(status, earliest queued episode while open, sent anything new?, a draft waiting?, where the clock
+    def _run_state(self, *, jump: bool) -> tuple[str, datetime | None, list[dict], bool, datetime | None]:
+        """(status, earliest queued episode while open, the sends not yet observed, a draft waiting?, where the clock
         jumped or None), in one statement (STATE_SQL); `jump`: it may move the clock when nothing else can
         change where to. A human with steps left looks escalations up first (Human.next_at): no jump then."""
         may_jump = jump and not self.human.pending()
-        with connection.cursor() as cursor:
+        with statements.cursor() as cursor:  # prepared: one text every turn
             cursor.execute(STATE_SQL, {
                 "run": self.run_id, "seen": self._seen_outbox_id, "queued": EpisodeStatus.QUEUED,
                 "sent": OutboxStatus.SENT, "approval": EscalationKind.APPROVAL, "open": EscalationStatus.OPEN,
@@ -157,7 +164,8 @@ class SimScheduler:
                 "other": self.cast.next_at() if may_jump else None, "now": self.now, "horizon": self.horizon,
             })
             status, next_due, sent, approvals, jumped = cursor.fetchone()
-        return status, (next_due if status in OPEN_RUN_STATUSES else None), sent, approvals, jumped
+        sends = [{**row, "sent_at": json_rows.datetime_of(row["sent_at"])} for row in json.loads(sent or "[]")]
+        return status, (next_due if status in OPEN_RUN_STATUSES else None), sends, approvals, jumped
 
     def _jump(self, wake: datetime) -> None:
         # One UPDATE of virtual_now: the worker re-reads the run, so every module sees the new time.
@@ -173,18 +181,9 @@ class SimScheduler:
         if self.progress is not None:
             self.progress(fraction)
 
-    def _observe_sends(self) -> None:
-        # With what the provider was handed (connectors.sandbox): the Reply-To token a mail client answers.
-        token = SandboxMessage.objects.filter(idem_key=OuterRef("idem_key")).values(token=KT("payload__run_token"))
-        rows = list(
-            OutboxMessage.objects.filter(run_id=self.run_id, status=OutboxStatus.SENT, pk__gt=self._seen_outbox_id)
-            .order_by("sent_at", "pk")
-            .annotate(run_token=Subquery(token[:1]))
-            .values("id", "channel", "tool", "recipient", "sent_at", "payload", "provider_message_id", "idem_key",
-                    "episode__kind", "run_token")
-        )
-        if not rows:
-            return
+    def _observe_sends(self, rows: list[dict]) -> None:
+        """Hand the run's new sends (read by `_run_state`) to the personas; a send that reached a real provider
+        stops the simulation."""
         self._seen_outbox_id = max(row["id"] for row in rows)
         real = [row for row in rows if not (row["provider_message_id"] or "").startswith(SANDBOX_PREFIX)]
         if real:

@@ -20,6 +20,7 @@ from connectors import delivery, inbound, suppressions
 from connectors.base import ParsedInbound
 from connectors.models import Channel, InboundMessage, SuppressionReason
 from runs import inbound_routing
+from runs.models import Episode
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,18 @@ def receive(items: Iterable[ParsedInbound], *, channel: str, organization: Organ
 
 
 def receive_message(item: ParsedInbound, *, channel: str, organization: Organization | None) -> InboundMessage:
+    return route_message(item, channel=channel, organization=organization)[0]
+
+
+def route_message(item: ParsedInbound, *, channel: str,
+                  organization: Organization | None) -> tuple[InboundMessage, Episode | None]:
+    """`receive_message`, with the episode routing made of it (None: a repeated delivery, or triage)."""
+    episode = None
     with transaction.atomic():
         message, created = inbound.store(item, channel=channel, organization=organization)
         if created:
-            inbound_routing.deliver(message, organization=organization)
-    return message
+            episode = inbound_routing.deliver(message, organization=organization)
+    return message, episode
 
 
 def receive_keyword(item: ParsedInbound, *, channel: str, organization: Organization | None) -> str:
