@@ -58,7 +58,7 @@ class EpisodeContext:
     def facts(self) -> EpisodeFacts:
         """The episode's facts (runs.episode_facts): read with its start, or now on first use."""
         if self.loaded_facts is None:
-            self.loaded_facts = episode_loads.facts_for(self.run, self.episode, self.contacts, plan=self.plan)
+            self.loaded_facts = episode_loads.facts_for(self.run, self.episode, plan=self.plan)
         return self.loaded_facts
 
     @contextlib.contextmanager

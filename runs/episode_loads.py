@@ -135,7 +135,7 @@ FACTS_FOR_SQL = "\n".join([
 @dataclass
 class Started:
     """An episode marked running, with what it reads. `episode` is None when the picked episode could not
-    start (`blocked`: the run has ended, or it failed too often); None from `start` means nothing is due."""
+    start (`blocked`: the run has ended, or it failed too often)."""
 
     run: Run
     episode: Episode | None
@@ -173,9 +173,10 @@ def hold_and_start(run_id: int, *, epoch: int) -> Start:
     return _start(HOLD_START_SQL, leases.hold_params(run_id, epoch=epoch))
 
 
-def facts_for(run: Run, episode: Episode | None, contacts: list[Contact], *, plan: dict) -> EpisodeFacts:
-    """The facts of an episode already running under `plan`, read now (one statement). Without an episode (a
-    context outside any, e.g. reviewing an edited draft, runs.approvals) the whole run's history counts."""
+def facts_for(run: Run, episode: Episode | None, *, plan: dict) -> EpisodeFacts:
+    """The facts of an episode already running under `plan`, read now (one statement; the contacts' addresses as
+    stored). Without an episode (a context outside any, e.g. reviewing an edited draft, runs.approvals) the whole
+    run's history counts."""
     params = {**_params(), "run": run.pk, "episode": episode.pk if episode else None,
               "seq": episode.seq if episode else UNBOUNDED_SEQ}
     return _facts(_fetch(FACTS_FOR_SQL, params), plan=plan, episode=episode)
