@@ -60,14 +60,30 @@ started AS (
     UPDATE runs_episode e
        SET status = 'running', attempts = e.attempts + 1, lease_epoch = h.lease_epoch, started_at = clock.now
       FROM candidate c, holder h, clock
-     WHERE e.id = c.id AND clock.open AND (e.status = 'queued' OR e.attempts < %(max_attempts)s)
+     WHERE e.id = c.id AND clock.open
+       AND ((e.status = 'running' AND e.lease_epoch < h.lease_epoch AND e.attempts < %(max_attempts)s)
+            OR (e.status = 'queued' AND e.due_at <= clock.now))
  RETURNING e.*
-),
-activated AS (
-    UPDATE runs_run SET status = 'active', wake_when = NULL, updated_at = %(wall)s
-     WHERE id = (SELECT id FROM holder) AND status = 'waiting' AND EXISTS (SELECT 1 FROM started)
- RETURNING id
 )"""
+# The pick's condition is checked again on the episode row as it stands when the UPDATE reaches it: the candidate
+# was read as the database was when the statement began, and a writer that held the run row meanwhile (a reply
+# cancelling this follow-up) may have settled it since.
+
+# A waiting run wakes (waiting → active) in the lease's own UPDATE (leases.CLAIM_SQL's `__ALSO__`) when an episode
+# will start: one it may resume, or one due by its clock. `runs_run` is the row before the statement.
+WAKE_SQL = """,
+           (status, wake_when, updated_at) = (
+               SELECT CASE WHEN w.wakes THEN 'active' ELSE runs_run.status END,
+                      CASE WHEN w.wakes THEN NULL ELSE runs_run.wake_when END,
+                      CASE WHEN w.wakes THEN %(wall)s ELSE runs_run.updated_at END
+                 FROM (SELECT runs_run.status = 'waiting' AND EXISTS (
+                           SELECT 1 FROM runs_episode e
+                            WHERE e.run_id = runs_run.id
+                              AND ((e.status = 'running' AND e.lease_epoch < __EPOCH__
+                                    AND e.attempts < %(max_attempts)s)
+                                   OR (e.status = 'queued' AND e.due_at <= CASE
+                                           WHEN runs_run.sim AND runs_run.virtual_now IS NOT NULL
+                                           THEN runs_run.virtual_now ELSE %(wall)s END))) AS wakes) w)"""
 
 FACTS_SQL = """
     (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = h.id) AS tasks,
@@ -115,14 +131,15 @@ def _start_sql(head: str) -> str:
     return "\n".join([
         f"WITH holder AS ({head}),{CLOCK_SQL},{PICK_SQL}",
         f"SELECT {leases.holder_columns('h')}, (SELECT id FROM candidate) AS candidate_id,",  # noqa: S608 (constants)
-        "       (SELECT row_to_json(s) FROM started s) AS episode,",
-        f"       EXISTS (SELECT 1 FROM activated) AS activated,{FACTS_SQL}",  # noqa: S608 (constants)
+        f"       (SELECT row_to_json(s) FROM started s) AS episode,{FACTS_SQL}",  # noqa: S608 (constants)
         "  FROM holder h, clock",
     ])
 
 
-CLAIM_START_SQL = _start_sql(leases.CLAIM_SQL)
-HOLD_START_SQL = _start_sql(leases.HOLD_SQL)
+# The claim's epoch is the row's next one; a hold keeps the worker's.
+CLAIM_START_SQL = _start_sql(leases.CLAIM_SQL.replace("__ALSO__",
+                                                      WAKE_SQL.replace("__EPOCH__", "runs_run.lease_epoch + 1")))
+HOLD_START_SQL = _start_sql(leases.HOLD_SQL.replace("__ALSO__", WAKE_SQL.replace("__EPOCH__", "%(epoch)s")))
 # The facts of an episode already running, read outside any start: the run row as it stands, and the episode.
 FACTS_FOR_SQL = "\n".join([
     f"WITH holder AS (SELECT * FROM runs_run WHERE id = %(run)s),{CLOCK_SQL},",  # noqa: S608 (constants)
@@ -196,10 +213,6 @@ def _start(sql: str, params: dict) -> Start:
         blocked = Episode.objects.get(pk=row["candidate_id"])
         return Start(run=run, started=Started(run=run, episode=None, blocked=blocked, contacts=contacts, tasks=[],
                                               facts=None))
-    if row["activated"]:
-        # The statement woke the run (waiting → active); the row in hand says so too.
-        run.activate()
-        run.wake_when = None
     episode = json_rows.instance(Episode, row["episode"])
     return Start(run=run, started=Started(run=run, episode=episode, blocked=None, contacts=contacts,
                                           tasks=json_rows.instances(Task, row["tasks"]),

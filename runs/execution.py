@@ -38,14 +38,20 @@ def start_next(start: episode_loads.Start, *, epoch: int) -> episode_loads.Start
     """
     while start.started is not None and start.started.episode is None:
         blocked = start.started.blocked
-        with leases.fence(start.run.pk, epoch=epoch, with_children=True) as run:
-            if not run.is_open:
-                _drop(run, blocked)
-                return None
-            give_up(run, blocked, error=blocked.error or "the worker running it stopped (lease lost or crashed)")
-        start = episode_loads.hold_and_start(run.pk, epoch=epoch)
+        run_id = start.run.pk
+        # A resumed episode out of attempts, or any episode of an ended run, is settled here. Anything else was
+        # changed by another writer after the statement picked it (a reply cancelled this follow-up, a human moved
+        # it): nothing to settle, look again.
+        if blocked.status == EpisodeStatus.RUNNING or (blocked.status == EpisodeStatus.QUEUED
+                                                       and not start.run.is_open):
+            with leases.fence(run_id, epoch=epoch, with_children=True) as run:
+                if not run.is_open:
+                    _drop(run, blocked)
+                    return None
+                give_up(run, blocked, error=blocked.error or "the worker running it stopped (lease lost or crashed)")
+        start = episode_loads.hold_and_start(run_id, epoch=epoch)
         if start.run is None:
-            raise leases.LeaseLost(f"run {run.pk}: the lease moved on from epoch {epoch}")
+            raise leases.LeaseLost(f"run {run_id}: the lease moved on from epoch {epoch}")
     return start.started
 
 

@@ -131,15 +131,18 @@ def tag() -> str:
 # The run row's UPDATE that takes the lease (if free or expired) or, fenced, keeps it (if the epoch is still ours),
 # as the head of a statement that goes on from the row it returns (runs.episode_loads: `WITH holder AS (...)`).
 # The claim also clears the run's queue mark (runs.queue.mark_started): a task for the run has started.
+# `__ALSO__` takes the statement's other assignments to the run row (", status = ..."): PostgreSQL updates a row
+# once per statement, so a second UPDATE of it in a later CTE would be silently dropped.
 CLAIM_SQL = """
     UPDATE runs_run
        SET lease_owner = %(owner)s, lease_epoch = lease_epoch + 1,
            lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
-           advance_enqueued_at = NULL
+           advance_enqueued_at = NULL__ALSO__
      WHERE id = %(run)s AND (lease_owner IS NULL OR lease_expires_at < statement_timestamp())
  RETURNING *"""
 HOLD_SQL = """
-    UPDATE runs_run SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s)
+    UPDATE runs_run
+       SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s)__ALSO__
      WHERE id = %(run)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
  RETURNING *"""
 

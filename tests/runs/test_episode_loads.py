@@ -3,12 +3,17 @@ connectors.addresses.normalize makes them, or a suppression (stored normalized) 
 
 from __future__ import annotations
 
+import threading
+import time
+from datetime import timedelta
+
 import pytest
+from django.db import connection, transaction
 
 from connectors import addresses
 from connectors.models import Suppression
-from runs import episode_loads
-from runs.models import EpisodeKind
+from runs import episode_loads, execution
+from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 from tests.factories import ContactFactory
 from tests.runs import loop_helpers
 
@@ -38,3 +43,84 @@ def test_the_start_reads_each_contact_address_in_its_normal_form(channel, column
     suppressed = start.started.facts.suppressed
     assert suppressed == ({(channel, normal)} if normal else set())
     assert start.started.facts.is_suppressed(channel=channel, address=stored) is bool(normal)
+
+
+@pytest.mark.django_db
+def test_a_waiting_run_is_active_while_its_due_episode_runs():
+    run = loop_helpers.make_run(status="waiting", wake_when="followup:1")
+    loop_helpers.add_episode(run, EpisodeKind.FOLLOWUP)
+
+    start = episode_loads.claim_and_start(run.pk, owner="test")
+
+    assert start.started.episode.kind == EpisodeKind.FOLLOWUP
+    assert start.run.status == "active" and start.run.wake_when is None
+    assert Run.objects.filter(pk=run.pk, status="active", wake_when=None).exists()
+
+
+@pytest.mark.django_db
+def test_a_waiting_run_with_nothing_due_stays_waiting():
+    run = loop_helpers.make_run(status="waiting", wake_when="followup:1")
+    episode = loop_helpers.add_episode(run, EpisodeKind.FOLLOWUP)
+    Episode.objects.filter(pk=episode.pk).update(due_at=run.virtual_now + timedelta(days=2))
+
+    start = episode_loads.claim_and_start(run.pk, owner="test")
+
+    assert start.run is not None and start.started is None
+    assert Run.objects.filter(pk=run.pk, status="waiting", wake_when="followup:1").exists()
+
+
+def _waiting_on_a_lock() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                       " AND wait_event_type = 'Lock'")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_follow_up_cancelled_while_the_claim_waited_for_the_run_row_is_not_started():
+    run = loop_helpers.make_run()
+    followup = loop_helpers.add_episode(run, EpisodeKind.FOLLOWUP)
+    locked, commit = threading.Event(), threading.Event()
+    errors, starts = [], []
+
+    def reply() -> None:
+        # A reply's writer: holds the run row, cancels the follow-up and records its own episode.
+        try:
+            with transaction.atomic():
+                Run.objects.select_for_update().get(pk=run.pk)
+                Episode.objects.filter(pk=followup.pk).update(status=EpisodeStatus.CANCELLED)
+                loop_helpers.add_episode(run, EpisodeKind.INBOUND)
+                locked.set()
+                assert commit.wait(30)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            locked.set()
+            connection.close()
+
+    def claim() -> None:
+        try:
+            starts.append(episode_loads.claim_and_start(run.pk, owner="test"))
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=reply)
+    writer.start()
+    assert locked.wait(30)
+    claimer = threading.Thread(target=claim)  # its statement begins before the reply commits
+    claimer.start()
+    deadline = time.monotonic() + 30
+    while _waiting_on_a_lock() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)  # polling a condition, not waiting out a duration
+    blocked = _waiting_on_a_lock() > 0
+    commit.set()
+    writer.join(30)
+    claimer.join(30)
+
+    assert errors == [] and blocked
+    assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.CANCELLED
+    [start] = starts
+    assert start.started.episode is None or start.started.episode.kind == EpisodeKind.INBOUND
+    assert execution.start_next(start, epoch=start.run.lease_epoch).episode.kind == EpisodeKind.INBOUND
