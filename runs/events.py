@@ -97,8 +97,12 @@ saved AS (
       FROM woken
      WHERE runs_run.id = %(run)s AND EXISTS (SELECT 1 FROM inserted)
 )
-SELECT * FROM inserted
+SELECT __EPISODE_COLUMNS__ FROM inserted
 """
+# Named, not `*`: a prepared statement whose result changes shape (a migration adds a column) fails until its
+# connection closes ("cached plan must not change result type").
+RECORD_SQL = RECORD_SQL.replace("__EPISODE_COLUMNS__",
+                                ", ".join(field.column for field in Episode._meta.concrete_fields))
 
 
 def schedule_episode(run: Run, *, kind: str, due_at: datetime, dedupe_key: str, payload: dict,

@@ -145,12 +145,19 @@ def _insert_rider(message: OutboxMessage, *, guarded: bool) -> leases.Rider:
     columns = ", ".join(f'"{field.column}"' for field in fields)
     # Each value cast to its column's type: bound on the server, a parameter that the guard also compares would
     # otherwise be deduced as two types (runs.statements).
-    values = ", ".join(f"%({name}_{field.attname})s::{field.db_type(connection)}" for field in fields)
+    values = ", ".join(f"%({name}_{field.attname})s::{_cast_type(field)}" for field in fields)
     guard = GUARD_SQL.replace("{name}", name) if guarded else ""
     # Names and columns are the model's own; every value is a parameter.
     sql = f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced{guard} RETURNING id)"  # noqa: S608
     return leases.Rider(sql=sql, params=params, returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608
 
+
+
+def _cast_type(field) -> str:
+    """The column's type for a parameter's cast, without a varchar's length: casting to varchar(n) would cut a
+    longer value silently, where the INSERT itself refuses it."""
+    db_type = field.db_type(connection)
+    return "varchar" if db_type.startswith("varchar(") else db_type
 
 def release_draft(message_id: int, *, payload: dict | None = None) -> OutboxMessage | None:
     """A human approved the draft (with `payload` when they edited it): pending, the next flush sends it.

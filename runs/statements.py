@@ -16,8 +16,10 @@ from __future__ import annotations
 import functools
 
 from django.db import connection, models
-from django.db.backends.postgresql.base import ServerBindingCursor
+from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor
+from django.db.backends.postgresql.psycopg_any import register_tzloader
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+from psycopg.pq import Format
 
 
 class PreparingCursor(ServerBindingCursor):
@@ -45,7 +47,12 @@ def cursor() -> CursorWrapper:
     connection.validate_thread_sharing()
     wrapper = PreparedDebugCursor if connection.queries_logged else CursorWrapper
     with connection.wrap_database_errors:
-        return wrapper(PreparingCursor(connection.connection), connection)
+        raw = PreparingCursor(connection.connection)
+    # As Django's own cursors do: timestamps in the connection's time zone when it differs from the adapters'.
+    loader = connection.connection.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
+    if connection.timezone != loader.timezone:
+        register_tzloader(connection.timezone, raw)
+    return wrapper(raw, connection)
 
 
 def fetch_dicts(sql: str, params: dict | list) -> list[dict]:
