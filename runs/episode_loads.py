@@ -196,7 +196,7 @@ def facts_for(run: Run, episode: Episode | None, *, plan: dict) -> EpisodeFacts:
     run's history counts."""
     params = {**_params(), "run": run.pk, "episode": episode.pk if episode else None,
               "seq": episode.seq if episode else UNBOUNDED_SEQ}
-    return _facts(_fetch(FACTS_FOR_SQL, params), plan=plan, episode=episode)
+    return _facts(statements.fetch_dicts(FACTS_FOR_SQL, params)[0], plan=plan, episode=episode)
 
 
 def _start(sql: str, params: dict) -> Start:
@@ -226,13 +226,6 @@ def _params() -> dict:
 def _has_caps(plan: dict) -> bool:
     caps = (plan.get("compliance") or {}).get("per_contact_caps") or {}
     return any(caps.get(name) for name in ("per_day", "per_week"))
-
-
-def _fetch(sql: str, params: dict) -> dict:
-    with statements.cursor() as cursor:
-        cursor.execute(sql, params)
-        names = [column.name for column in cursor.description]
-        return dict(zip(names, cursor.fetchone(), strict=True))
 
 
 def _facts(row: dict, *, plan: dict, episode: Episode | None) -> EpisodeFacts:

@@ -16,7 +16,7 @@ from django.db.models import Min
 from django.utils import timezone
 
 from runs import clock, policy, queue, statements
-from runs.models import Episode, EpisodeKind, EpisodeStatus, Escalation, EscalationStatus, Run
+from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 
 # The follow-up policy's name for each episode kind: inbound messages and call reports are the contact replying.
 POLICY_EVENTS = {
@@ -105,25 +105,19 @@ RECORD_SQL = RECORD_SQL.replace("__EPISODE_COLUMNS__",
                                 ", ".join(field.column for field in Episode._meta.concrete_fields))
 
 
-def schedule_episode(run: Run, *, kind: str, due_at: datetime, dedupe_key: str, payload: dict,
-                     replace_followups: bool = False) -> Episode | None:
-    """Insert a queued episode; the caller holds the run row lock (a fence or record_event). None = duplicate.
-
-    `replace_followups`: the queued follow-ups are cancelled by the same statement (the latest decision wins).
-    """
+def schedule_episode(run: Run, *, kind: str, due_at: datetime, dedupe_key: str, payload: dict) -> Episode | None:
+    """Insert a queued episode (a run's first, runs.starts); the caller holds the run row or created it in its
+    transaction. None = duplicate. Episodes a decision schedules ride on the closing write (CLOSING_EPISODES_SQL),
+    an event's on record_event's statement."""
     # One statement, each lookup on its unique index ((run, seq) and (run, dedupe_key)); the lock keeps both still.
     rows = list(Episode.objects.raw(SCHEDULE_SQL, {
         "run": run.pk, "kind": kind, "payload": json.dumps(payload), "dedupe_key": dedupe_key, "due_at": due_at,
-        "created_at": timezone.now(), "replace": replace_followups,
+        "created_at": timezone.now(),
     }))
     return rows[0] if rows else None
 
 
 SCHEDULE_SQL = """
-WITH cancelled AS (
-    UPDATE runs_episode SET status = 'cancelled'
-     WHERE %(replace)s AND run_id = %(run)s AND kind = 'followup' AND status = 'queued'
-)
 INSERT INTO runs_episode (run_id, seq, kind, payload, dedupe_key, status, due_at, attempts, lease_epoch, created_at,
                           started_at, finished_at, error)
 SELECT %(run)s, coalesce((SELECT max(seq) FROM runs_episode WHERE run_id = %(run)s), 0) + 1, %(kind)s,
@@ -221,6 +215,3 @@ def event_for(kind: str) -> str:
 def earliest_due(run_id: int) -> datetime | None:
     return Episode.objects.filter(run_id=run_id, status=EpisodeStatus.QUEUED).aggregate(due=Min("due_at"))["due"]
 
-
-def has_open_escalation(run_id: int) -> bool:
-    return Escalation.objects.filter(run_id=run_id, status=EscalationStatus.OPEN).exists()

@@ -68,7 +68,7 @@ def next_episode(run: Run, *, epoch: int) -> Episode | None:
 
 
 def _drain(run_id: int, started: episode_loads.Started | None, *, epoch: int,
-           heartbeat: leases.Heartbeat) -> tuple[int, bool]:
+           heartbeat: "leases.Heartbeat | _Unwatched") -> tuple[int, bool]:
     """Run `started`, then the next due episodes while the slice lasts. Returns how many ran, and whether the
     last one's closing write released the lease (nothing else was due: no release or requeue left to do)."""
     ran = 0
