@@ -19,10 +19,10 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from runs import acknowledgements, outbox, policy, statements
+from runs import acknowledgements, policy, statements
 from runs.context import EpisodeContext
 from runs.episode_records import escalate, record
-from runs.models import Contact, EscalationKind, JournalKind
+from runs.models import Contact, EscalationKind, JournalKind, OutboxStatus, Run
 from runs.policy import memory
 
 # Which payload field carries the opt-out text, per tool (a call's brief is spoken, not a message).
@@ -153,7 +153,7 @@ def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact,
                        if now - longest < at <= now)
     else:
         now = now or ctx.now
-        times = outbox.recent_send_times(ctx.run, recipient=recipient, since=now - longest, until=now)
+        times = recent_send_times(ctx.run, recipient=recipient, since=now - longest, until=now)
     free_at, rule = None, ""
     for name, limit, span in limits:
         inside = [at for at in times if at > now - span]
@@ -166,3 +166,38 @@ def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact,
         return None
     tz = policy.resolve_timezone(ctx.plan, contact_tz=contact.timezone, org_tz=ctx.run.organization.default_timezone)
     return policy.clamp_defer(ctx.plan, requested=free_at, now=now, tz=tz, run_id=ctx.run.offset_key), rule
+
+
+# Rows that reached (or may have reached) the recipient: what per-contact caps count.
+COUNTED_STATUSES = (OutboxStatus.SENDING, OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
+
+
+def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datetime) -> list[datetime]:
+    """When the run's organization sent (or may have sent) to `recipient` in (since, until], oldest first.
+
+    A real run counts every real run of its organization. A simulated run
+    counts only its own sends: each simulation has its own virtual clock and
+    personas, and says nothing about what another one's recipient received.
+    """
+    # A held row counts from when it went out (sent_at), not from when it was decided. Prepared (runs.statements):
+    # a real send with caps reads this under the address's lock, on the hot path.
+    with statements.cursor() as cursor:
+        params = {"recipient": recipient, "statuses": list(COUNTED_STATUSES), "since": since, "until": until}
+        if run.sim:
+            cursor.execute(SIM_SEND_TIMES_SQL, {**params, "run": run.pk})
+        else:
+            cursor.execute(SEND_TIMES_SQL, {**params, "organization": run.organization_id})
+        times = [at for (at,) in cursor.fetchall()]
+    return sorted(at for at in times if since < at <= until)
+
+
+# The send times recent_send_times counts: `{scope}` is the run's own rows (a simulation) or its organization's
+# real runs' (a notice, which has no run, is never counted).
+_SEND_TIMES_SQL = """
+    SELECT coalesce(m.sent_at, m.created_at) FROM runs_outboxmessage m {join}
+     WHERE m.recipient = %(recipient)s AND m.status = ANY(%(statuses)s) AND {scope}
+       AND ((m.created_at > %(since)s AND m.created_at <= %(until)s)
+            OR (m.sent_at > %(since)s AND m.sent_at <= %(until)s))"""
+SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="JOIN runs_run r ON r.id = m.run_id",
+                                        scope="r.organization_id = %(organization)s AND NOT r.sim")
+SIM_SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="", scope="m.run_id = %(run)s")

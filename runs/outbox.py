@@ -19,12 +19,10 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from connectors import addresses
-from runs import clock, escalations, leases, statements
+from runs import clock, escalations, leases
 from runs.context import EpisodeContext
-from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus, Run
+from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus
 
-# Rows that reached (or may have reached) the recipient: what per-contact caps count.
-COUNTED_STATUSES = (OutboxStatus.SENDING, OutboxStatus.SENT, OutboxStatus.UNCERTAIN)
 # What `mark_sent` moves from (runs.models.outbox).
 SENT_FROM = (OutboxStatus.SENDING, OutboxStatus.UNCERTAIN, OutboxStatus.PENDING)
 # What `begin_send` moves from.
@@ -54,37 +52,6 @@ def unsettled_for(run_id: int) -> list[OutboxMessage]:
     oldest first."""
     rows = OutboxMessage.objects.filter(run_id=run_id, status__in=(OutboxStatus.PENDING, OutboxStatus.SENDING))
     return list(rows.order_by("created_at", "id"))
-
-
-def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datetime) -> list[datetime]:
-    """When the run's organization sent (or may have sent) to `recipient` in (since, until], oldest first.
-
-    A real run counts every real run of its organization. A simulated run
-    counts only its own sends: each simulation has its own virtual clock and
-    personas, and says nothing about what another one's recipient received.
-    """
-    # A held row counts from when it went out (sent_at), not from when it was decided. Prepared (runs.statements):
-    # a real send with caps reads this under the address's lock, on the hot path.
-    with statements.cursor() as cursor:
-        params = {"recipient": recipient, "statuses": list(COUNTED_STATUSES), "since": since, "until": until}
-        if run.sim:
-            cursor.execute(SIM_SEND_TIMES_SQL, {**params, "run": run.pk})
-        else:
-            cursor.execute(SEND_TIMES_SQL, {**params, "organization": run.organization_id})
-        times = [at for (at,) in cursor.fetchall()]
-    return sorted(at for at in times if since < at <= until)
-
-
-# The send times recent_send_times counts: `{scope}` is the run's own rows (a simulation) or its organization's
-# real runs' (a notice, which has no run, is never counted).
-_SEND_TIMES_SQL = """
-    SELECT coalesce(m.sent_at, m.created_at) FROM runs_outboxmessage m {join}
-     WHERE m.recipient = %(recipient)s AND m.status = ANY(%(statuses)s) AND {scope}
-       AND ((m.created_at > %(since)s AND m.created_at <= %(until)s)
-            OR (m.sent_at > %(since)s AND m.sent_at <= %(until)s))"""
-SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="JOIN runs_run r ON r.id = m.run_id",
-                                        scope="r.organization_id = %(organization)s AND NOT r.sim")
-SIM_SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="", scope="m.run_id = %(run)s")
 
 
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,

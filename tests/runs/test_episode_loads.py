@@ -4,7 +4,6 @@ connectors.addresses.normalize makes them, or a suppression (stored normalized) 
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -15,7 +14,7 @@ from connectors.models import Suppression
 from runs import episode_loads, execution
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 from tests.factories import ContactFactory
-from tests.runs import loop_helpers
+from tests.runs import lock_waits, loop_helpers
 
 # Stored forms that validation lets through or older rows hold, with the channel they are read on.
 STORED = [
@@ -69,13 +68,6 @@ def test_a_waiting_run_with_nothing_due_stays_waiting():
     assert Run.objects.filter(pk=run.pk, status="waiting", wake_when="followup:1").exists()
 
 
-def _waiting_on_a_lock() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                       " AND wait_event_type = 'Lock'")
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_follow_up_cancelled_while_the_claim_waited_for_the_run_row_is_not_started():
     run = loop_helpers.make_run()
@@ -111,10 +103,7 @@ def test_a_follow_up_cancelled_while_the_claim_waited_for_the_run_row_is_not_sta
     assert locked.wait(30)
     claimer = threading.Thread(target=claim)  # its statement begins before the reply commits
     claimer.start()
-    deadline = time.monotonic() + 30
-    while _waiting_on_a_lock() == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)  # polling a condition, not waiting out a duration
-    blocked = _waiting_on_a_lock() > 0
+    blocked = lock_waits.wait_for_a_lock_wait()
     commit.set()
     writer.join(30)
     claimer.join(30)

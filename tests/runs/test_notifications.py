@@ -6,7 +6,7 @@ import time_machine
 from django.db import connection, transaction
 
 from connectors import identities
-from runs import answers, dispatch, escalations, leases, notifications, outbox
+from runs import answers, compliance, dispatch, escalations, leases, notifications, outbox
 from runs.models import Escalation, EscalationRoute, OutboxMessage, Run
 from tests.connectors.conftest import (
     BOT_TOKEN,
@@ -176,7 +176,7 @@ def test_notices_are_no_contacts_outreach_and_count_against_no_cap(routed, mailg
 
     assert len(_emails(mailgun_server)) == 1
     now = datetime.now(tz=UTC)
-    assert outbox.recent_send_times(run, recipient="ops@acme.test", since=now - timedelta(days=1),
+    assert compliance.recent_send_times(run, recipient="ops@acme.test", since=now - timedelta(days=1),
                                     until=now + timedelta(minutes=1)) == []
     assert outbox.unsettled_for(run.pk) == [] and not run.outbox.exists()
 

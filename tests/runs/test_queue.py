@@ -1,7 +1,6 @@
 """At most one waiting advance task per run, and none of an event's work lost to a task starting meanwhile."""
 
 import threading
-import time
 
 import pytest
 from django.db import connection, transaction
@@ -9,14 +8,7 @@ from django.db import connection, transaction
 from runs import queue, worker
 from runs.models import Episode, EpisodeStatus, Run
 from tests.factories import EpisodeFactory, RunFactory
-from tests.runs import fakes
-
-
-def _backends_waiting_on_a_lock() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                       " AND wait_event_type = 'Lock'")
-        return cursor.fetchone()[0]
+from tests.runs import fakes, lock_waits
 
 
 @pytest.mark.django_db(transaction=True)
@@ -54,10 +46,7 @@ def test_an_event_behind_a_waiting_task_is_drained_by_that_task_even_as_it_start
     assert marked.wait(30)
     task_thread = threading.Thread(target=task)  # the waiting task starts while the event is uncommitted
     task_thread.start()
-    deadline = time.monotonic() + 30
-    while _backends_waiting_on_a_lock() == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)  # polling a condition, not waiting out a duration
-    blocked = _backends_waiting_on_a_lock() > 0
+    blocked = lock_waits.wait_for_a_lock_wait()
     commit.set()
     event_thread.join(30)
     task_thread.join(30)
