@@ -14,12 +14,15 @@ statement, not globally). The cursor goes through Django's wrappers, so query lo
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from psycopg.pq import Format
+from psycopg.rows import dict_row
+from psycopg.types.datetime import TimestamptzLoader
 
 
 class PreparingCursor(ServerBindingCursor):
@@ -39,28 +42,43 @@ class PreparedDebugCursor(CursorDebugWrapper):
             return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
 
 
-def cursor() -> CursorWrapper:
+def cursor(*, dicts: bool = False) -> CursorWrapper:
     """A cursor on the default connection whose statements are bound and prepared on the server. Use it as
-    `with statements.cursor() as cursor:`; it joins the connection's current transaction like any cursor."""
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    wrapper = PreparedDebugCursor if connection.queries_logged else CursorWrapper
-    with connection.wrap_database_errors:
-        raw = PreparingCursor(connection.connection)
-    # As Django's own cursors do: timestamps in the connection's time zone when it differs from the adapters'.
-    loader = connection.connection.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT)
-    if connection.timezone != loader.timezone:
-        register_tzloader(connection.timezone, raw)
-    return wrapper(raw, connection)
+    `with statements.cursor() as cursor:`; it joins the connection's current transaction like any cursor.
+    `dicts`: its rows are dicts by column name (psycopg's `dict_row`)."""
+    # What Django's `connection.cursor()` does, on the wrapper looked up once (each `connection.x` is a lookup
+    # through asgiref's Local).
+    db = connections[DEFAULT_DB_ALIAS]
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    wrapper = PreparedDebugCursor if db.queries_logged else CursorWrapper
+    with db.wrap_database_errors:
+        raw = PreparingCursor(db.connection, row_factory=dict_row) if dicts else PreparingCursor(db.connection)
+        _load_timestamps(raw, db.timezone)
+    return wrapper(raw, db)
+
+
+def _load_timestamps(raw: PreparingCursor, timezone) -> None:
+    """Timestamps as Django's cursors read them: aware, in the connection's `timezone`.
+
+    Django's loader (registered on the connection) is psycopg's pure-Python one, followed by a `replace(tzinfo=)`
+    that is a no-op when PostgreSQL's session time zone is Django's: then psycopg's own loader (C, when
+    psycopg's binary package is installed) returns the same datetimes, several times faster. Otherwise, as
+    Django's `create_cursor` does, the cursor gets Django's loader for `timezone`.
+    """
+    if timezone is raw.connection.info.timezone:
+        raw.adapters.register_loader(TIMESTAMPTZ_OID, TimestamptzLoader)
+    elif timezone != raw.connection.adapters.get_loader(TIMESTAMPTZ_OID, Format.TEXT).timezone:
+        register_tzloader(timezone, raw)
 
 
 def fetch_dicts(sql: str, params: dict | list) -> list[dict]:
     """Run `sql`; its rows as dicts by column name."""
-    with cursor() as rows:
+    # Names come from the result (never cached by text: a migration changes what `RETURNING *` returns).
+    with cursor(dicts=True) as rows:
         rows.execute(sql, params)
-        names = [column.name for column in rows.description]
-        return [dict(zip(names, record, strict=True)) for record in rows.fetchall()]
+        return rows.fetchall()
 
 
 def fetch_instances(model: type[models.Model], sql: str, params: dict | list) -> list:
@@ -69,7 +87,7 @@ def fetch_instances(model: type[models.Model], sql: str, params: dict | list) ->
     instances = []
     for row in fetch_dicts(sql, params):
         record = instance(model, row)
-        for name in row.keys() - _reading(model).keys():
+        for name in _reading(model, tuple(row)).extra:
             setattr(record, name, row[name])
         instances.append(record)
     return instances
@@ -78,18 +96,31 @@ def fetch_instances(model: type[models.Model], sql: str, params: dict | list) ->
 def instance(model: type[models.Model], row: dict):
     """The `model` instance of a row read by name, as the ORM would read it (its `from_db`, each field's database
     converters); model fields the row lacks are deferred, other keys ignored."""
-    names, values = [], []
-    for column, (field, converters) in _reading(model).items():
-        if column in row:
-            value = row[column]
-            for convert in converters:
-                value = convert(value, field, connection)
-            names.append(field.attname)
-            values.append(value)
-    return model.from_db(connection.alias, names, values)
+    reading = _reading(model, tuple(row))
+    values = [row[column] for column in reading.columns]
+    for index, field, converters in reading.converted:
+        value = values[index]
+        for convert in converters:
+            value = convert(value, field, connection)
+        values[index] = value
+    return model.from_db(DEFAULT_DB_ALIAS, reading.attnames, values)
 
 
-@functools.cache
-def _reading(model: type[models.Model]) -> dict[str, tuple[models.Field, list]]:
-    """Each concrete field of `model` by column, with its database converters (looked up once per process)."""
-    return {field.column: (field, field.get_db_converters(connection)) for field in model._meta.concrete_fields}
+class _Reading(NamedTuple):
+    columns: tuple[str, ...]  # the model's columns the row has, in the model's order (`from_db`'s)
+    attnames: list[str]
+    converted: tuple[tuple[int, models.Field, tuple], ...]  # (index in `columns`, field, its converters)
+    extra: tuple[str, ...]  # the row's other columns
+
+
+@functools.lru_cache(maxsize=256)
+def _reading(model: type[models.Model], row_columns: tuple[str, ...]) -> _Reading:
+    """How to read a row of `row_columns` as `model` (keyed by the row's columns, not by statement text, so a
+    migration that changes a statement's columns reads right)."""
+    present = set(row_columns)
+    fields = [field for field in model._meta.concrete_fields if field.column in present]
+    converted = tuple((index, field, converters) for index, field in enumerate(fields)
+                      if (converters := tuple(field.get_db_converters(connection))))
+    own = {field.column for field in fields}
+    return _Reading(columns=tuple(field.column for field in fields), attnames=[field.attname for field in fields],
+                    converted=converted, extra=tuple(column for column in row_columns if column not in own))
