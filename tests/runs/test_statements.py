@@ -3,6 +3,8 @@ log, and read back as the ORM would read them."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -41,3 +43,48 @@ def test_rows_come_back_as_the_orm_reads_them():
     assert read.pk == run.pk and read.state == {"v": 1, "policy": {"attempts": 2}}
     assert read.cost_used == run.cost_used and read.note == "extra column"
     assert not read._state.adding  # saving it updates the row
+
+
+def test_rows_read_by_their_own_columns():
+    # A reading plan is per set of columns, not per statement text: the same model read through rows of other
+    # columns (another statement, or the same `RETURNING *` after a migration) reads each row right.
+    run = RunFactory(goal="the goal", state={"v": 1, "policy": {"attempts": 2}})
+
+    [full] = statements.fetch_instances(Run, "SELECT * FROM runs_run WHERE id = %(run)s", {"run": run.pk})
+    [narrow] = statements.fetch_instances(
+        Run, "SELECT id, state, 7 AS extra FROM runs_run WHERE id = %(run)s", {"run": run.pk})
+
+    assert full.goal == "the goal" and not hasattr(full, "extra")
+    assert narrow.state == {"v": 1, "policy": {"attempts": 2}} and narrow.extra == 7
+    assert narrow.get_deferred_fields() == {field.attname for field in Run._meta.concrete_fields} - {"id", "state"}
+
+
+def test_a_plain_cursor_reads_tuples_and_fetch_dicts_reads_dicts():
+    with statements.cursor() as cursor:
+        cursor.execute("SELECT 1 AS one, 'two' AS two")
+        assert cursor.fetchall() == [(1, "two")]
+
+    assert statements.fetch_dicts("SELECT 1 AS one, 'two' AS two", []) == [{"one": 1, "two": "two"}]
+
+
+def _timestamps(read_cursor) -> list:
+    sql = "SELECT created_at, now(), %(at)s::timestamptz FROM runs_run"
+    with read_cursor() as cursor:
+        cursor.execute(sql, {"at": datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.UTC)})
+        return cursor.fetchall()
+
+
+@pytest.mark.parametrize("session_zone", [None, "America/New_York"])
+def test_timestamps_read_as_djangos_own_cursors_read_them(session_zone):
+    # Whatever the session's time zone (Django sets Django's; a SET TIME ZONE may change it), a prepared
+    # statement's timestamps are the datetimes Django's cursors give: same instants, same tzinfo object.
+    RunFactory()
+    if session_zone:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL TIME ZONE '{session_zone}'")
+
+    ours, djangos = _timestamps(statements.cursor), _timestamps(connection.cursor)
+
+    assert ours == djangos
+    assert [value.tzinfo for value in ours[0]] == [value.tzinfo for value in djangos[0]]
+    assert all(value.tzinfo is connection.timezone for value in ours[0])
