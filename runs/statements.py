@@ -84,10 +84,14 @@ def fetch_dicts(sql: str, params: dict | list) -> list[dict]:
 def fetch_instances(model: type[models.Model], sql: str, params: dict | list) -> list:
     """Run `sql` and read its rows as `model` instances (`instance`); columns that are not the model's own become
     attributes of the same name, as with the ORM's `raw()`."""
+    rows = fetch_dicts(sql, params)
+    if not rows:
+        return []
+    reading = _reading(model, tuple(rows[0]))  # one result: every row has its columns
     instances = []
-    for row in fetch_dicts(sql, params):
-        record = instance(model, row)
-        for name in _reading(model, tuple(row)).extra:
+    for row in rows:
+        record = _read(model, reading, row)
+        for name in reading.extra:
             setattr(record, name, row[name])
         instances.append(record)
     return instances
@@ -96,7 +100,10 @@ def fetch_instances(model: type[models.Model], sql: str, params: dict | list) ->
 def instance(model: type[models.Model], row: dict):
     """The `model` instance of a row read by name, as the ORM would read it (its `from_db`, each field's database
     converters); model fields the row lacks are deferred, other keys ignored."""
-    reading = _reading(model, tuple(row))
+    return _read(model, _reading(model, tuple(row)), row)
+
+
+def _read(model: type[models.Model], reading: _Reading, row: dict):
     values = [row[column] for column in reading.columns]
     for index, field, converters in reading.converted:
         value = values[index]
@@ -108,7 +115,7 @@ def instance(model: type[models.Model], row: dict):
 
 class _Reading(NamedTuple):
     columns: tuple[str, ...]  # the model's columns the row has, in the model's order (`from_db`'s)
-    attnames: list[str]
+    attnames: tuple[str, ...]
     converted: tuple[tuple[int, models.Field, tuple], ...]  # (index in `columns`, field, its converters)
     extra: tuple[str, ...]  # the row's other columns
 
@@ -122,5 +129,5 @@ def _reading(model: type[models.Model], row_columns: tuple[str, ...]) -> _Readin
     converted = tuple((index, field, converters) for index, field in enumerate(fields)
                       if (converters := tuple(field.get_db_converters(connection))))
     own = {field.column for field in fields}
-    return _Reading(columns=tuple(field.column for field in fields), attnames=[field.attname for field in fields],
+    return _Reading(columns=tuple(field.column for field in fields), attnames=tuple(field.attname for field in fields),
                     converted=converted, extra=tuple(column for column in row_columns if column not in own))
