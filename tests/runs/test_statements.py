@@ -88,3 +88,17 @@ def test_timestamps_read_as_djangos_own_cursors_read_them(session_zone):
     assert ours == djangos
     assert [value.tzinfo for value in ours[0]] == [value.tzinfo for value in djangos[0]]
     assert all(value.tzinfo is connection.timezone for value in ours[0])
+
+
+def test_a_long_statement_converted_once_binds_each_execution_s_own_values():
+    # Past psycopg's 4 KB conversion cache (the claim statement is 6.5 KB): converted once, bound every time.
+    sql = "SELECT %(a)s::int + %(b)s::int AS total, %(a)s::int AS a, '100%%' AS pct -- " + "x" * 5000
+
+    first = statements.fetch_dicts(sql, {"a": 1, "b": 2})
+    second = statements.fetch_dicts(sql, {"b": 20, "a": 10})
+    with statements.cursor() as cursor:
+        cursor.execute("SELECT %s::int * %s::int -- " + "y" * 5000, [6, 7])
+        positional = cursor.fetchone()
+
+    assert first == [{"total": 3, "a": 1, "pct": "100%"}] and second == [{"total": 30, "a": 10, "pct": "100%"}]
+    assert positional == (42,)
