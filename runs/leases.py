@@ -291,8 +291,8 @@ class _Beater:
 
     Registering costs a set insertion under the lock: the thread also wakes every LUCIA_HEARTBEAT_SECONDS when
     idle, so a lease registered with that interval falls due no earlier than its next wake and needs no signal.
-    A lease that falls due earlier (a shorter interval) wakes it. Its connection is closed when it finds no lease
-    left to renew, as a thread per lease closed its own when the lease was let go.
+    A lease that falls due earlier (a shorter interval) wakes it. Its connection is closed once no lease is left to
+    renew: a worker process holds a second connection only while one of its steps outlasts an interval.
     """
 
     def __init__(self) -> None:
@@ -335,7 +335,7 @@ class _Beater:
                     continue
                 if not self._leases and self._connected:
                     self._connected = False
-                    with self._unlocked():
+                    with self._unlocked(), contextlib.suppress(Exception):
                         connection.close()
                     continue
                 idle = now + settings.LUCIA_HEARTBEAT_SECONDS
