@@ -292,7 +292,9 @@ class _Beater:
     Registering costs a set insertion under the lock: the thread also wakes every LUCIA_HEARTBEAT_SECONDS when
     idle, so a lease registered with that interval falls due no earlier than its next wake and needs no signal.
     A lease that falls due earlier (a shorter interval) wakes it. Its connection is closed once no lease is left to
-    renew: a worker process holds a second connection only while one of its steps outlasts an interval.
+    renew, before any other renewal: a worker process holds a second connection only while one of its steps
+    outlasts an interval, and a connection cut meanwhile (a database restart between two advance_runs) never
+    fails the next holder's renewal.
     """
 
     def __init__(self) -> None:
@@ -303,6 +305,7 @@ class _Beater:
         self._renewing: Heartbeat | None = None
         self._wakes_at = 0.0
         self._connected = False
+        self._disconnect = False  # no lease left since the last renewal: the next one starts on a new connection
         self._thread: threading.Thread | None = None
 
     def register(self, heartbeat: Heartbeat) -> None:
@@ -323,20 +326,21 @@ class _Beater:
             if self._renewing is heartbeat:
                 self._settled.wait_for(lambda: self._renewing is not heartbeat, timeout=5)
             if not self._leases and self._connected:
+                self._disconnect = True
                 self._wake.notify()
 
     def _run(self) -> None:
         with self._lock:
             while True:
+                if self._disconnect or (not self._leases and self._connected):
+                    self._disconnect = self._connected = False
+                    with self._unlocked(), contextlib.suppress(Exception):
+                        connection.close()
+                    continue
                 now = time.monotonic()
                 due = next((heartbeat for heartbeat in self._leases if heartbeat.due <= now), None)
                 if due is not None:
                     self._renew(due)
-                    continue
-                if not self._leases and self._connected:
-                    self._connected = False
-                    with self._unlocked(), contextlib.suppress(Exception):
-                        connection.close()
                     continue
                 idle = now + settings.LUCIA_HEARTBEAT_SECONDS
                 self._wakes_at = min([heartbeat.due for heartbeat in self._leases] + [idle])
