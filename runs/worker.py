@@ -90,7 +90,8 @@ def _drain(run_id: int, started: episode_loads.Started | None, *, epoch: int,
 
 def _requeue_if_due(run_id: int) -> None:
     """Work that arrived while the lease was held (its own enqueue found the lease taken), or the cap was hit."""
-    run = Run.objects.get(pk=run_id)
+    # Only what the check reads (the plan, inputs and state stay in the database: JSON, decoded for nothing).
+    run = Run.objects.only("status", "sim", "virtual_now", "lease_epoch").get(pk=run_id)
     if run.is_open and next_episode(run, epoch=run.lease_epoch + 1) is not None:
         queue.enqueue_advance(run)
 

@@ -183,6 +183,53 @@ def test_only_a_real_run_has_its_lease_renewed_by_a_heartbeat_thread(monkeypatch
     assert Run.objects.get(pk=simulated.pk).lease_owner is None
 
 
+def _wait_for_renewal(run_id: int) -> bool:
+    """A step that lasts until the run's lease is renewed past its expiry as the step found it (5 s at most)."""
+    found, tick = Run.objects.get(pk=run_id).lease_expires_at, threading.Event()
+    for _ in range(100):
+        if Run.objects.get(pk=run_id).lease_expires_at > found:
+            return True
+        tick.wait(0.05)
+    return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_held_through_a_long_step_is_renewed_by_the_heartbeat(monkeypatch):
+    run, start = _run_with_start_episode()
+    renewed = []
+
+    def slow_model_call(ctx):
+        renewed.append(_wait_for_renewal(ctx.run_id) and _wait_for_renewal(ctx.run_id))
+
+    fakes.install(monkeypatch, loop=fakes.FakeLoop(slow_model_call))
+
+    assert worker.advance_run(run.pk, owner="w1", heartbeat_interval=0.05) is True
+
+    assert renewed == [True]
+    assert Episode.objects.get(pk=start.pk).status == EpisodeStatus.DONE
+    assert Run.objects.get(pk=run.pk).lease_owner is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_lost_during_a_long_step_stops_the_worker_at_its_next_check(monkeypatch):
+    run, start = _run_with_start_episode()
+    noticed = []
+
+    def slow_model_call(ctx):
+        _expire_and_steal(ctx.run_id)  # the step outlasted the lease: another worker took the run
+        noticed.append(ctx.heartbeat.lost.wait(timeout=5))  # the heartbeat's renewal found the epoch moved
+        ctx.heartbeat.check()  # as the loop does between steps
+
+    fakes.install(monkeypatch, loop=fakes.FakeLoop(slow_model_call))
+
+    assert worker.advance_run(run.pk, owner="zombie", heartbeat_interval=0.05) is False
+
+    assert noticed == [True]
+    start = Episode.objects.get(pk=start.pk)
+    assert (start.status, start.lease_epoch) == (EpisodeStatus.RUNNING, 1)  # left for the new holder to resume
+    assert Run.objects.get(pk=run.pk).lease_owner == "thief"
+
+
 @pytest.mark.django_db
 def test_the_run_completes_when_every_required_task_is_done(monkeypatch):
     run, _ = _run_with_start_episode()
