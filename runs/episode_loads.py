@@ -59,15 +59,17 @@ candidate AS (
 started AS (
     UPDATE runs_episode e
        SET status = 'running', attempts = e.attempts + 1, lease_epoch = h.lease_epoch, started_at = clock.now
-      FROM candidate c, holder h, clock
-     WHERE e.id = c.id AND clock.open
+      FROM holder h, clock
+     WHERE e.id = (SELECT id FROM candidate) AND clock.open
        AND ((e.status = 'running' AND e.lease_epoch < h.lease_epoch AND e.attempts < %(max_attempts)s)
             OR (e.status = 'queued' AND e.due_at <= clock.now))
  RETURNING e.*
 )"""
 # The pick's condition is checked again on the episode row as it stands when the UPDATE reaches it: the candidate
 # was read as the database was when the statement began, and a writer that held the run row meanwhile (a reply
-# cancelling this follow-up) may have settled it since.
+# cancelling this follow-up) may have settled it since. The row is found by its id as a value (a sub-select), so
+# the plan is a primary-key lookup whatever the statistics say (a join with the CTE was planned as a scan of
+# runs_episode while the table had none, and the prepared plan kept it).
 
 # A waiting run wakes (waiting → active) in the lease's own UPDATE (leases.CLAIM_SQL's `__ALSO__`) when an episode
 # will start: one it may resume, or one due by its clock. `runs_run` is the row before the statement.
@@ -115,14 +117,18 @@ FACTS_SQL = """
 
 # Sends that count against per-contact caps (read whether or not the plan has caps: the row is read before the
 # plan is known; `_facts` drops them without caps): a simulation counts only its own, a real run every real run
-# of its organization.
+# of its organization. Found by recipient (outbox_recipient_time), the run's organization checked per row found:
+# as a join with runs_run the planner could (and, without statistics, did) read every run of the organization
+# and its outbox instead, a cost that grows with the organization.
 CAPS_SQL = """(SELECT coalesce(json_agg(json_build_array(o.recipient, o.created_at, o.sent_at)), '[]')
-       FROM runs_outboxmessage o JOIN runs_run r ON r.id = o.run_id, known
-      WHERE o.recipient = ANY(known.addresses) AND o.status IN ('sending', 'sent', 'uncertain')
+       FROM runs_outboxmessage o
+      WHERE o.recipient = ANY((SELECT addresses FROM known)::text[])
+        AND o.status IN ('sending', 'sent', 'uncertain')
         AND (o.created_at > clock.now - %(caps_lookback)s OR o.sent_at > clock.now - %(caps_lookback)s)
         AND __SCOPE__)"""
 SIM_SENDS_SQL = CAPS_SQL.replace("__SCOPE__", "o.run_id = h.id")
-REAL_SENDS_SQL = CAPS_SQL.replace("__SCOPE__", "r.organization_id = h.organization_id AND NOT r.sim")
+REAL_SENDS_SQL = CAPS_SQL.replace(
+    "__SCOPE__", "(SELECT r.organization_id = h.organization_id AND NOT r.sim FROM runs_run r WHERE r.id = o.run_id)")
 FACTS_SQL = FACTS_SQL.replace("__SIM_SENDS__", SIM_SENDS_SQL).replace("__REAL_SENDS__", REAL_SENDS_SQL)
 
 
