@@ -148,16 +148,19 @@ HOLD_SQL = """
 
 
 def claim_params(run_id: int, *, owner: str) -> dict:
-    return {"owner": owner, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
+    return {"owner": owner, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id,
+            "plan_known": plan_cache.known(run_id)}
 
 
 def hold_params(run_id: int, *, epoch: int) -> dict:
-    return {"epoch": epoch, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
+    return {"epoch": epoch, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id,
+            "plan_known": plan_cache.known(run_id)}
 
 
 def holder_columns(run: str) -> str:
     """The columns a statement returns for the run row named `run` (read by `holder_row`): every one but the plan
-    (its hash instead), its organization and its contacts."""
+    (its hash instead, runs.plan_cache.columns: the statement's parameters come from `claim_params` or
+    `hold_params`), its organization and its contacts."""
     return f"{plan_cache.columns(run)}, {_children(run)}"
 
 
@@ -188,7 +191,8 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
     epoch moved: raises LeaseLost. Returns the run row as the statement left it."""
     rider, renamed = _renumbered(rider or Rider())
     params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
-              "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
+              "plan_known": plan_cache.known(run_id), "entries": rider.journal_entries, "tokens": rider.tokens,
+              "cost": rider.cost, "steps": rider.steps}
     children = f", {_children('fenced')}" if with_children else ""
     rows = statements.fetch_instances(
         Run,
