@@ -167,7 +167,7 @@ def holder_columns(run: str) -> str:
 def holder_row(row: dict) -> Run:
     """The run of a row read with `holder_columns`, its plan, organization and contacts' rows attached."""
     run = statements.instance(Run, row)
-    run.plan_md5, run.contact_rows = row["plan_md5"], row["contact_rows"]
+    run.plan_hash, run.contact_rows = row["plan_hash"], row["contact_rows"]
     run.organization = json_rows.instance(Organization, row["organization_row"])
     return plan_cache.attach(run)
 
