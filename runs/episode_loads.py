@@ -20,7 +20,7 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from connectors.models import Identity
+from connectors.models import Channel, Identity
 from runs import clock, json_rows, leases, statements
 from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, OutboxMessage, Run, Task
@@ -28,6 +28,10 @@ from runs.models import Contact, Episode, OutboxMessage, Run, Task
 # The longest per-contact cap window (runs.compliance.CAP_WINDOWS): how far back the caps' sends are read.
 CAPS_LOOKBACK = timedelta(days=7)
 HISTORY_ENTRIES = 20
+# Every channel: the suppressions are read on every channel, the condition lets the lookup probe
+# suppression_unique_address (organization, channel, address) for each pair instead of reading every suppression
+# of the organization.
+CHANNELS = list(Channel.values)
 # The seq that stands for "after every episode" when facts are read outside one (the column is an integer).
 UNBOUNDED_SEQ = 2**31 - 1
 
@@ -109,8 +113,9 @@ FACTS_SQL = """
          ORDER BY j.seq DESC LIMIT %(history)s) x) AS history,
     (SELECT coalesce(json_agg(i ORDER BY i.sandbox, i.id), '[]') FROM connectors_identity i
       WHERE i.organization_id = h.organization_id) AS identities,
-    (SELECT coalesce(json_agg(json_build_array(s.channel, s.address)), '[]') FROM connectors_suppression s, known
-      WHERE s.organization_id = h.organization_id AND s.address = ANY(known.addresses)) AS suppressions,
+    (SELECT coalesce(json_agg(json_build_array(s.channel, s.address)), '[]') FROM connectors_suppression s
+      WHERE s.organization_id = h.organization_id AND s.channel = ANY(%(channels)s)
+        AND s.address = ANY((SELECT addresses FROM known)::text[])) AS suppressions,
     EXISTS (SELECT 1 FROM runs_escalation x
              WHERE x.run_id = h.id AND x.kind = 'handoff' AND x.status = 'open') AS handed_off,
     CASE WHEN h.sim THEN __SIM_SENDS__ ELSE __REAL_SENDS__ END AS sends"""
@@ -226,7 +231,8 @@ def _start(sql: str, params: dict) -> Start:
 
 
 def _params() -> dict:
-    return {"wall": clock.wall_now(), "history": HISTORY_ENTRIES, "caps_lookback": CAPS_LOOKBACK}
+    return {"wall": clock.wall_now(), "history": HISTORY_ENTRIES, "caps_lookback": CAPS_LOOKBACK,
+            "channels": CHANNELS}
 
 
 def _has_caps(plan: dict) -> bool:
