@@ -20,7 +20,7 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from connectors.models import Channel, Identity
+from connectors.models import Channel
 from runs import clock, json_rows, leases, statements
 from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, OutboxMessage, Run, Task
@@ -255,7 +255,7 @@ def _facts(row: dict, *, plan: dict, episode: Episode | None) -> EpisodeFacts:
         messages=row["messages"],
         inbound_headers={int(key): value or {} for key, value in row["inbound_headers"].items()},
         history=[{**entry, "at": json_rows.datetime_of(entry["at"])} for entry in row["history"]],
-        identities=json_rows.instances(Identity, row["identities"]),
+        identity_rows=row["identities"],
         suppressed={(channel, address) for channel, address in row["suppressions"]},
         handed_off=row["handed_off"],
         sends_by_recipient=sends,
