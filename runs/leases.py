@@ -184,16 +184,27 @@ def fence(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
         yield write(run_id, epoch=epoch, rider=rider, with_children=with_children)
 
 
-def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False) -> Run:
+# The run's fields that never change once it has started (runs.starts writes them, nothing writes them after; the
+# plan is runs.plan_cache's): a fence that holds an earlier row of the run takes them from there.
+STARTED_FIELDS = ("organization", "version", "sim", "external_ref", "goal", "inputs", "step_budget", "token_budget",
+                  "cost_budget", "created_at")
+
+
+def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False,
+          known: Run | None = None) -> Run:
     """A fenced write in one statement, atomic by itself (no transaction around it unless the caller's):
     an UPDATE conditioned on the epoch, which locks the row, extends the lease (the holder is alive: a send that
     follows keeps any successor out until it is done) and writes `rider`'s rows. Nothing is written when the
-    epoch moved: raises LeaseLost. Returns the run row as the statement left it."""
+    epoch moved: raises LeaseLost. Returns the run row as the statement left it; with `known` (a row of the run
+    read earlier, e.g. with the episode's start) its STARTED_FIELDS are copied from there, not read back."""
+    if known is not None and known.pk != run_id:
+        raise ValueError(f"a row of run {known.pk} stands for run {run_id}")
     rider, renamed = _renumbered(rider or Rider())
     params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
               "plan_known": plan_cache.known(run_id), "entries": rider.journal_entries, "tokens": rider.tokens,
               "cost": rider.cost, "steps": rider.steps}
     children = f", {_children('fenced')}" if with_children else ""
+    columns = plan_cache.columns("fenced", leaving_out=STARTED_FIELDS if known is not None else ())
     rows = statements.fetch_instances(
         Run,
         f"""
@@ -205,17 +216,23 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
              WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
          RETURNING *
         ){rider.sql}
-        SELECT {plan_cache.columns("fenced")}{children}{rider.returning} FROM fenced
+        SELECT {columns}{children}{rider.returning} FROM fenced
         """,  # noqa: S608 (constants; every value is a parameter)
         params,
     )
     if not rows:
         current = Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).first()
         raise LeaseLost(f"run {run_id}: lease epoch is {current}, this worker holds {epoch}")
+    if known is not None:
+        for name in _STARTED_ATTNAMES:
+            setattr(rows[0], name, getattr(known, name))
     run = plan_cache.attach(rows[0])
     for canonical, name in renamed.items():  # the rider's own names for what it returned
         setattr(run, name, getattr(run, canonical))
     return _with_children(run) if with_children else run
+
+
+_STARTED_ATTNAMES = tuple(Run._meta.get_field(name).attname for name in STARTED_FIELDS)
 
 
 def _renumbered(rider: Rider) -> tuple[Rider, dict[str, str]]:

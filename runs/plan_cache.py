@@ -40,10 +40,12 @@ RUNS_LIMIT = 20_000
 
 
 @functools.cache
-def columns(run: str) -> str:
+def columns(run: str, *, leaving_out: tuple[str, ...] = ()) -> str:
     """`run`'s columns for a RETURNING or SELECT list, the plan replaced by its hash (`plan_hash`; NULL when the
-    statement's `%(plan_known)s` is true). Pass `plan_known=known(run_id)` with them."""
-    names = [f"{run}.{field.column}" for field in Run._meta.concrete_fields if field.name != "plan"]
+    statement's `%(plan_known)s` is true), without the fields named in `leaving_out`. Pass
+    `plan_known=known(run_id)` with them."""
+    names = [f"{run}.{field.column}" for field in Run._meta.concrete_fields
+             if field.name != "plan" and field.name not in leaving_out]
     return ", ".join(names) + f", {PLAN_HASH.format(run=run)} AS plan_hash"
 
 
