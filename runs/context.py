@@ -102,7 +102,7 @@ class EpisodeContext:
         for extra in [*taken[1], rider or leases.Rider()]:
             combined = combined + extra
         sent = time.monotonic()
-        run = leases.write(self.run_id, epoch=self.epoch, rider=combined)
+        run = leases.write(self.run_id, epoch=self.epoch, rider=combined, known=self.run)
         self.fenced_at = sent
         if Run.organization.is_cached(self.run):
             run.organization = self.run.organization

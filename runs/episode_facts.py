@@ -10,11 +10,13 @@ or a human taking the run over since the start) is checked again by the statemen
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from connectors import addresses
 from connectors.models import Identity
+from runs import json_rows
 from runs.models import OutboxMessage
 
 
@@ -33,8 +35,9 @@ class EpisodeFacts:
     inbound_headers: dict[int, dict]
     # The journal before this episode (model calls left out), oldest first: {seq, kind, data, at}.
     history: list[dict]
-    # Every identity of the organization (active or not), real ones first.
-    identities: list[Identity]
+    # Every identity of the organization (active or not), real ones first, as the start read them: `identities`
+    # (only an episode that sends asks, so they become instances on first use).
+    identity_rows: list[dict]
     # (channel, address) pairs of the run's contacts that the organization suppressed.
     suppressed: set[tuple[str, str]]
     # A human took the run over (an open `handoff` escalation).
@@ -43,6 +46,10 @@ class EpisodeFacts:
     sends_by_recipient: dict[str, list[tuple[datetime, datetime | None]]] | None = None
     # Rows this execution created, so a second look finds them without a query.
     created: list[OutboxMessage] = field(default_factory=list)
+
+    @functools.cached_property
+    def identities(self) -> list[Identity]:
+        return json_rows.instances(Identity, self.identity_rows)
 
     def is_suppressed(self, *, channel: str, address: str) -> bool:
         return (channel, addresses.normalize(channel, address)) in self.suppressed

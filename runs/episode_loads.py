@@ -20,7 +20,7 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from connectors.models import Identity
+from connectors.models import Channel
 from runs import clock, json_rows, leases, statements
 from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, OutboxMessage, Run, Task
@@ -28,6 +28,10 @@ from runs.models import Contact, Episode, OutboxMessage, Run, Task
 # The longest per-contact cap window (runs.compliance.CAP_WINDOWS): how far back the caps' sends are read.
 CAPS_LOOKBACK = timedelta(days=7)
 HISTORY_ENTRIES = 20
+# Every channel: the suppressions are read on every channel, the condition lets the lookup probe
+# suppression_unique_address (organization, channel, address) for each pair instead of reading every suppression
+# of the organization.
+CHANNELS = list(Channel.values)
 # The seq that stands for "after every episode" when facts are read outside one (the column is an integer).
 UNBOUNDED_SEQ = 2**31 - 1
 
@@ -59,15 +63,17 @@ candidate AS (
 started AS (
     UPDATE runs_episode e
        SET status = 'running', attempts = e.attempts + 1, lease_epoch = h.lease_epoch, started_at = clock.now
-      FROM candidate c, holder h, clock
-     WHERE e.id = c.id AND clock.open
+      FROM holder h, clock
+     WHERE e.id = (SELECT id FROM candidate) AND clock.open
        AND ((e.status = 'running' AND e.lease_epoch < h.lease_epoch AND e.attempts < %(max_attempts)s)
             OR (e.status = 'queued' AND e.due_at <= clock.now))
  RETURNING e.*
 )"""
 # The pick's condition is checked again on the episode row as it stands when the UPDATE reaches it: the candidate
 # was read as the database was when the statement began, and a writer that held the run row meanwhile (a reply
-# cancelling this follow-up) may have settled it since.
+# cancelling this follow-up) may have settled it since. The row is found by its id as a value (a sub-select), so
+# the plan is a primary-key lookup whatever the statistics say (a join with the CTE was planned as a scan of
+# runs_episode while the table had none, and the prepared plan kept it).
 
 # A waiting run wakes (waiting → active) in the lease's own UPDATE (leases.CLAIM_SQL's `__ALSO__`) when an episode
 # will start: one it may resume, or one due by its clock. `runs_run` is the row before the statement.
@@ -107,22 +113,27 @@ FACTS_SQL = """
          ORDER BY j.seq DESC LIMIT %(history)s) x) AS history,
     (SELECT coalesce(json_agg(i ORDER BY i.sandbox, i.id), '[]') FROM connectors_identity i
       WHERE i.organization_id = h.organization_id) AS identities,
-    (SELECT coalesce(json_agg(json_build_array(s.channel, s.address)), '[]') FROM connectors_suppression s, known
-      WHERE s.organization_id = h.organization_id AND s.address = ANY(known.addresses)) AS suppressions,
+    (SELECT coalesce(json_agg(json_build_array(s.channel, s.address)), '[]') FROM connectors_suppression s
+      WHERE s.organization_id = h.organization_id AND s.channel = ANY(%(channels)s)
+        AND s.address = ANY((SELECT addresses FROM known)::text[])) AS suppressions,
     EXISTS (SELECT 1 FROM runs_escalation x
              WHERE x.run_id = h.id AND x.kind = 'handoff' AND x.status = 'open') AS handed_off,
     CASE WHEN h.sim THEN __SIM_SENDS__ ELSE __REAL_SENDS__ END AS sends"""
 
 # Sends that count against per-contact caps (read whether or not the plan has caps: the row is read before the
 # plan is known; `_facts` drops them without caps): a simulation counts only its own, a real run every real run
-# of its organization.
+# of its organization. Found by recipient (outbox_recipient_time), the run's organization checked per row found:
+# as a join with runs_run the planner could (and, without statistics, did) read every run of the organization
+# and its outbox instead, a cost that grows with the organization.
 CAPS_SQL = """(SELECT coalesce(json_agg(json_build_array(o.recipient, o.created_at, o.sent_at)), '[]')
-       FROM runs_outboxmessage o JOIN runs_run r ON r.id = o.run_id, known
-      WHERE o.recipient = ANY(known.addresses) AND o.status IN ('sending', 'sent', 'uncertain')
+       FROM runs_outboxmessage o
+      WHERE o.recipient = ANY((SELECT addresses FROM known)::text[])
+        AND o.status IN ('sending', 'sent', 'uncertain')
         AND (o.created_at > clock.now - %(caps_lookback)s OR o.sent_at > clock.now - %(caps_lookback)s)
         AND __SCOPE__)"""
 SIM_SENDS_SQL = CAPS_SQL.replace("__SCOPE__", "o.run_id = h.id")
-REAL_SENDS_SQL = CAPS_SQL.replace("__SCOPE__", "r.organization_id = h.organization_id AND NOT r.sim")
+REAL_SENDS_SQL = CAPS_SQL.replace(
+    "__SCOPE__", "(SELECT r.organization_id = h.organization_id AND NOT r.sim FROM runs_run r WHERE r.id = o.run_id)")
 FACTS_SQL = FACTS_SQL.replace("__SIM_SENDS__", SIM_SENDS_SQL).replace("__REAL_SENDS__", REAL_SENDS_SQL)
 
 
@@ -220,7 +231,8 @@ def _start(sql: str, params: dict) -> Start:
 
 
 def _params() -> dict:
-    return {"wall": clock.wall_now(), "history": HISTORY_ENTRIES, "caps_lookback": CAPS_LOOKBACK}
+    return {"wall": clock.wall_now(), "history": HISTORY_ENTRIES, "caps_lookback": CAPS_LOOKBACK,
+            "channels": CHANNELS}
 
 
 def _has_caps(plan: dict) -> bool:
@@ -243,7 +255,7 @@ def _facts(row: dict, *, plan: dict, episode: Episode | None) -> EpisodeFacts:
         messages=row["messages"],
         inbound_headers={int(key): value or {} for key, value in row["inbound_headers"].items()},
         history=[{**entry, "at": json_rows.datetime_of(entry["at"])} for entry in row["history"]],
-        identities=json_rows.instances(Identity, row["identities"]),
+        identity_rows=row["identities"],
         suppressed={(channel, address) for channel, address in row["suppressions"]},
         handed_off=row["handed_off"],
         sends_by_recipient=sends,

@@ -150,23 +150,26 @@ HOLD_SQL = """
 
 
 def claim_params(run_id: int, *, owner: str) -> dict:
-    return {"owner": owner, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
+    return {"owner": owner, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id,
+            "plan_known": plan_cache.known(run_id)}
 
 
 def hold_params(run_id: int, *, epoch: int) -> dict:
-    return {"epoch": epoch, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
+    return {"epoch": epoch, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id,
+            "plan_known": plan_cache.known(run_id)}
 
 
 def holder_columns(run: str) -> str:
     """The columns a statement returns for the run row named `run` (read by `holder_row`): every one but the plan
-    (its hash instead), its organization and its contacts."""
+    (its hash instead, runs.plan_cache.columns: the statement's parameters come from `claim_params` or
+    `hold_params`), its organization and its contacts."""
     return f"{plan_cache.columns(run)}, {_children(run)}"
 
 
 def holder_row(row: dict) -> Run:
     """The run of a row read with `holder_columns`, its plan, organization and contacts' rows attached."""
     run = statements.instance(Run, row)
-    run.plan_md5, run.contact_rows = row["plan_md5"], row["contact_rows"]
+    run.plan_hash, run.contact_rows = row["plan_hash"], row["contact_rows"]
     run.organization = json_rows.instance(Organization, row["organization_row"])
     return plan_cache.attach(run)
 
@@ -183,15 +186,27 @@ def fence(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
         yield write(run_id, epoch=epoch, rider=rider, with_children=with_children)
 
 
-def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False) -> Run:
+# The run's fields that never change once it has started (runs.starts writes them, nothing writes them after; the
+# plan is runs.plan_cache's): a fence that holds an earlier row of the run takes them from there.
+STARTED_FIELDS = ("organization", "version", "sim", "external_ref", "goal", "inputs", "step_budget", "token_budget",
+                  "cost_budget", "created_at")
+
+
+def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False,
+          known: Run | None = None) -> Run:
     """A fenced write in one statement, atomic by itself (no transaction around it unless the caller's):
     an UPDATE conditioned on the epoch, which locks the row, extends the lease (the holder is alive: a send that
     follows keeps any successor out until it is done) and writes `rider`'s rows. Nothing is written when the
-    epoch moved: raises LeaseLost. Returns the run row as the statement left it."""
+    epoch moved: raises LeaseLost. Returns the run row as the statement left it; with `known` (a row of the run
+    read earlier, e.g. with the episode's start) its STARTED_FIELDS are copied from there, not read back."""
+    if known is not None and known.pk != run_id:
+        raise ValueError(f"a row of run {known.pk} stands for run {run_id}")
     rider, renamed = _renumbered(rider or Rider())
     params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
-              "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
+              "plan_known": plan_cache.known(run_id), "entries": rider.journal_entries, "tokens": rider.tokens,
+              "cost": rider.cost, "steps": rider.steps}
     children = f", {_children('fenced')}" if with_children else ""
+    columns = plan_cache.columns("fenced", leaving_out=STARTED_FIELDS if known is not None else ())
     rows = statements.fetch_instances(
         Run,
         f"""
@@ -203,17 +218,23 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
              WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
          RETURNING *
         ){rider.sql}
-        SELECT {plan_cache.columns("fenced")}{children}{rider.returning} FROM fenced
+        SELECT {columns}{children}{rider.returning} FROM fenced
         """,  # noqa: S608 (constants; every value is a parameter)
         params,
     )
     if not rows:
         current = Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).first()
         raise LeaseLost(f"run {run_id}: lease epoch is {current}, this worker holds {epoch}")
+    if known is not None:
+        for name in _STARTED_ATTNAMES:
+            setattr(rows[0], name, getattr(known, name))
     run = plan_cache.attach(rows[0])
     for canonical, name in renamed.items():  # the rider's own names for what it returned
         setattr(run, name, getattr(run, canonical))
     return _with_children(run) if with_children else run
+
+
+_STARTED_ATTNAMES = tuple(Run._meta.get_field(name).attname for name in STARTED_FIELDS)
 
 
 def _renumbered(rider: Rider) -> tuple[Rider, dict[str, str]]:
@@ -224,11 +245,16 @@ def _renumbered(rider: Rider) -> tuple[Rider, dict[str, str]]:
         return rider, {}
 
     def rename(text: str) -> str:
-        return _TAG.sub(lambda match: f"rider{numbers.get(match.group(1), match.group(1))}", text)
+        # split, not sub with a function: one pass in C, no Python call per tag (the fence's text has dozens).
+        parts = _TAG.split(text)
+        parts[1::2] = [f"rider{numbers.get(number, number)}" for number in parts[1::2]]
+        return "".join(parts)
 
     returned = [name.strip() for name in re.findall(r" AS (\w+)", rider.returning)]
-    renamed = {rename(name): name for name in returned if rename(name) != name}
-    params = {rename(key) if "rider" in key else key: value for key, value in rider.params.items()}
+    renamed = {new: name for name in returned if (new := rename(name)) != name}
+    # The parameters' names renamed together, in one text (a name never holds a newline).
+    names = rename("\n".join(rider.params)).split("\n") if rider.params else []
+    params = dict(zip(names, rider.params.values(), strict=True))
     return replace(rider, sql=rename(rider.sql), returning=rename(rider.returning), params=params), renamed
 
 
