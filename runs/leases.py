@@ -199,10 +199,10 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
               "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
     children = f", {_children('fenced')}" if with_children else ""
     lease = "lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s)"
-    if rider.release_when:
-        lease = (f"lease_owner = CASE WHEN {rider.release_when} THEN NULL ELSE lease_owner END,"
-                 f" lease_expires_at = CASE WHEN {rider.release_when} THEN NULL"
-                 " ELSE statement_timestamp() + make_interval(secs => %(lease_seconds)s) END")
+    if rider.release_when:  # the condition once, for both columns
+        lease = ("(lease_owner, lease_expires_at) = (SELECT CASE WHEN x.release THEN NULL ELSE runs_run.lease_owner END,"
+                 " CASE WHEN x.release THEN NULL ELSE statement_timestamp() + make_interval(secs => %(lease_seconds)s)"
+                 f" END FROM (SELECT {rider.release_when} AS release) x)")
     rows = statements.fetch_instances(
         Run,
         f"""

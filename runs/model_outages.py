@@ -169,26 +169,22 @@ class Postponement:
 # the row as it stands once locked): settle's outage and sleep, and runs.execution.CLOSE_SQL's updated_at and
 # next_wake_at, the postponed episode counted at its retry (the statement's snapshot still has it running).
 CLOSING_SETS = """,
-                   state = runs_run.state || jsonb_build_object('model_outage', CASE
-                       WHEN jsonb_typeof(runs_run.state -> 'model_outage') = 'object'
-                       THEN runs_run.state -> 'model_outage' ELSE '{}'::jsonb END || %(outage)s::jsonb),
-                   status = CASE WHEN runs_run.status = 'active' THEN 'waiting' ELSE runs_run.status END,
-                   wake_when = CASE WHEN runs_run.status = 'active' THEN %(outage_wake)s::varchar
-                                    ELSE runs_run.wake_when END,
-                   updated_at = %(outage_wall)s,
-                   next_wake_at = CASE WHEN runs_run.status IN ('active', 'waiting', 'waiting_human') THEN least(
-                       %(outage_retry_at)s::timestamptz, (SELECT min(e.due_at) FROM runs_episode e
-                                                           WHERE e.run_id = %(run_id)s AND e.status = 'queued')) END"""
+ state = runs_run.state || jsonb_build_object('model_outage', CASE WHEN jsonb_typeof(runs_run.state -> 'model_outage')
+   = 'object' THEN runs_run.state -> 'model_outage' ELSE '{}'::jsonb END || %(outage)s::jsonb),
+ status = CASE WHEN runs_run.status = 'active' THEN 'waiting' ELSE runs_run.status END,
+ wake_when = CASE WHEN runs_run.status = 'active' THEN %(outage_wake)s::varchar ELSE runs_run.wake_when END,
+ updated_at = %(outage_wall)s,
+ next_wake_at = CASE WHEN runs_run.status IN ('active', 'waiting', 'waiting_human') THEN least(%(outage_retry_at)s,
+   (SELECT min(e.due_at) FROM runs_episode e WHERE e.run_id = %(run_id)s AND e.status = 'queued')) END"""
 # CLOSE_SQL's release: nothing else due now and no episode left running under an older epoch, as this statement's
 # snapshot has them. That snapshot is taken before the UPDATE waits for the row's lock, so a writer that held the
 # row meanwhile (an event recording its episode) committed rows it cannot see; every such writer updates the run
 # row (runs.events.RECORD_SQL, the reaper, runs.wakes, cancellation moves the epoch), so a row whose version
 # (xmin) is not the snapshot's keeps the lease, and the caller closes again from a fresh snapshot.
+# (Both texts are kept short: psycopg caches the parsing of a statement up to 4096 characters.)
 CLOSING_RELEASE = """runs_run.xmin = (SELECT r.xmin FROM runs_run r WHERE r.id = %(run_id)s)
-                   AND %(outage_retry_at)s::timestamptz > %(outage_now)s::timestamptz
-                   AND NOT EXISTS (SELECT 1 FROM runs_episode e WHERE e.run_id = %(run_id)s
-                                      AND ((e.status = 'queued' AND e.due_at <= %(outage_now)s::timestamptz)
-                                           OR (e.status = 'running' AND e.lease_epoch < %(epoch)s)))"""
+ AND %(outage_retry_at)s > %(outage_now)s AND NOT EXISTS (SELECT 1 FROM runs_episode e WHERE e.run_id = %(run_id)s
+   AND ((e.status = 'queued' AND e.due_at <= %(outage_now)s) OR (e.status = 'running' AND e.lease_epoch < %(epoch)s)))"""
 
 
 def postponement(run: Run, episode: Episode, *, error: ModelError) -> Postponement:
