@@ -198,11 +198,12 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
     params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
               "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
     children = f", {_children('fenced')}" if with_children else ""
-    lease = "lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s)"
+    extended = "statement_timestamp() + make_interval(secs => %(lease_seconds)s)"
+    lease = f"lease_expires_at = {extended}"
     if rider.release_when:  # the condition once, for both columns
-        lease = ("(lease_owner, lease_expires_at) = (SELECT CASE WHEN x.release THEN NULL ELSE runs_run.lease_owner END,"
-                 " CASE WHEN x.release THEN NULL ELSE statement_timestamp() + make_interval(secs => %(lease_seconds)s)"
-                 f" END FROM (SELECT {rider.release_when} AS release) x)")
+        lease = ("(lease_owner, lease_expires_at) = (SELECT CASE WHEN x.release THEN NULL ELSE runs_run.lease_owner"  # noqa: S608
+                 f" END, CASE WHEN x.release THEN NULL ELSE {extended} END"
+                 f" FROM (SELECT {rider.release_when} AS release) x)")
     rows = statements.fetch_instances(
         Run,
         f"""

@@ -115,9 +115,10 @@ class Postponement:
               f"{name}_error": episode.error, f"{name}_id": episode.pk})
 
     def closing(self, run: Run, *, now: datetime) -> leases.Rider:
-        """The whole postponement as the fence's own statement, autocommitted (`run`: the row the episode read): `rider`, and the run row as `settle`
-        and the episode's closing write (runs.execution._close) leave it, with the lease released when nothing else
-        is due at `now` (the run's clock). Only for a postponement that does not escalate.
+        """The whole postponement as the fence's own statement, autocommitted (`run`: the row the episode read):
+        `rider`, and the run row as `settle` and the episode's closing write (runs.execution._close) leave it, with
+        the lease released when nothing else is due at `now` (the run's clock). Only for a postponement that does
+        not escalate.
 
         Read the lease's release from the row it returns (`lease_owner` None). Kept instead: something is due, or
         the run row changed after the statement's snapshot was taken (another writer held it meanwhile: CLOSING_SQL);
@@ -184,7 +185,8 @@ CLOSING_SETS = """,
 # (Both texts are kept short: psycopg caches the parsing of a statement up to 4096 characters.)
 CLOSING_RELEASE = """runs_run.xmin = (SELECT r.xmin FROM runs_run r WHERE r.id = %(run_id)s)
  AND %(outage_retry_at)s > %(outage_now)s AND NOT EXISTS (SELECT 1 FROM runs_episode e WHERE e.run_id = %(run_id)s
-   AND ((e.status = 'queued' AND e.due_at <= %(outage_now)s) OR (e.status = 'running' AND e.lease_epoch < %(epoch)s)))"""
+   AND ((e.status = 'queued' AND e.due_at <= %(outage_now)s)
+        OR (e.status = 'running' AND e.lease_epoch < %(epoch)s)))"""
 
 
 def postponement(run: Run, episode: Episode, *, error: ModelError) -> Postponement:
