@@ -91,7 +91,10 @@ def execute(started: episode_loads.Started, *, epoch: int,
 
 def _postpone(ctx: EpisodeContext, outage: model_outages.ModelUnavailable) -> tuple[Run, bool]:
     """The episode waits for the model (runs.model_outages): one autocommitted fenced statement writes it all and
-    releases the lease when nothing else is due. ctx.episode is the row as it stands (see `execute`)."""
+    releases the lease when nothing else is due. Unlike the close (module docstring), it can tell when its snapshot
+    may have missed an event (the run row changed while it waited for the lock: model_outages.CLOSING_RELEASE);
+    then it keeps the lease and the closing write runs again, as one transaction. ctx.episode is the row as it
+    stands (see `execute`)."""
     read = ctx.latest or ctx.run
     postponed = model_outages.postponement(read, ctx.episode, error=outage.error)
     ctx.pending.append(postponed.entry)
