@@ -121,8 +121,8 @@ class Postponement:
         not escalate.
 
         Read the lease's release from the row it returns (`lease_owner` None). Kept instead: something is due, or
-        the run row changed after the statement's snapshot was taken (another writer held it meanwhile: CLOSING_RELEASE);
-        then the caller closes again from a fresh snapshot, under the fence (runs.execution)."""
+        the run row changed after the statement's snapshot was taken (another writer held it meanwhile:
+        CLOSING_RELEASE); then the caller closes again from a fresh snapshot, under the fence (runs.execution)."""
         self.log(run)
         outage = {"since": self.since.isoformat(), "failures": self.failures, "last_error": self.error.message[:500]}
         return self.rider() + leases.Rider(
