@@ -73,12 +73,7 @@ def execute(started: episode_loads.Started, *, epoch: int,
     except leases.LeaseLost:
         raise
     except model_outages.ModelUnavailable as outage:  # the model is down: the episode waits for it, not a human
-        # ctx.episode is the row as it stands (see below); the closing write releases the lease if nothing is due.
-        postponed = model_outages.postponement(ctx.latest or ctx.run, episode, error=outage.error)
-        ctx.pending.append(postponed.entry)
-        with ctx.fence(rider=postponed.rider()) as run:
-            released = _close(run, fields=postponed.settle(run), decision=decisions.Decision(), epoch=epoch)
-        return run, released
+        return _postpone(ctx, outage)
     except Exception as exc:  # any loop failure is the episode's, not the worker's
         logger.exception("run %s: episode #%s failed", run.pk, episode.seq)
         with ctx.fence() as run:
@@ -91,6 +86,29 @@ def execute(started: episode_loads.Started, *, epoch: int,
         fields = model_outages.recovered(run, episode)
         decision = decisions.apply_outcome(run, episode, outcome) if run.is_open else decisions.Decision()
         released = _close(run, fields=fields + decision.fields, decision=decision, epoch=epoch)
+    return run, released
+
+
+def _postpone(ctx: EpisodeContext, outage: model_outages.ModelUnavailable) -> tuple[Run, bool]:
+    """The episode waits for the model (runs.model_outages): one autocommitted fenced statement writes it all and
+    releases the lease when nothing else is due. Unlike the close (module docstring), it can tell when its snapshot
+    may have missed an event (the run row changed while it waited for the lock: model_outages.CLOSING_RELEASE);
+    then it keeps the lease and the closing write runs again, as one transaction. ctx.episode is the row as it
+    stands (see `execute`)."""
+    read = ctx.latest or ctx.run
+    postponed = model_outages.postponement(read, ctx.episode, error=outage.error)
+    ctx.pending.append(postponed.entry)
+    if postponed.escalates:  # once per run: the escalation is opened under the fence, with the locked row
+        with ctx.fence(rider=postponed.rider()) as run:
+            released = _close(run, fields=postponed.settle(run), decision=decisions.Decision(), epoch=ctx.epoch)
+        return run, released
+    run = ctx.write(rider=postponed.closing(read, now=clock.now(read)))
+    if run.lease_owner is None:
+        return run, True
+    # Kept: something else is due, or the statement may have missed a writer that held the run row meanwhile. The
+    # closing write again, under the fence: its statement sees every episode committed before the lock was taken.
+    with ctx.fence() as run:
+        released = _close(run, fields=[], decision=decisions.Decision(), epoch=ctx.epoch)
     return run, released
 
 

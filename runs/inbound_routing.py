@@ -13,19 +13,21 @@ from __future__ import annotations
 import hashlib
 import logging
 
-from django.db.models import Func, Value
-
 from agents.models import Organization
 from connectors import addresses, attachments, inbound, message_ids
 from connectors.models import Channel, InboundMessage
-from runs import escalations, events
-from runs.models import Contact, Episode, EpisodeKind, OutboxMessage, OutboxStatus, Run
-from runs.models.run import OPEN_RUN_STATUSES
+from runs import escalations, events, json_rows, leases, statements
+from runs.models import Episode, EpisodeKind, OutboxMessage, OutboxStatus, Run
 
 log = logging.getLogger(__name__)
 
 DEDUPE_KEY_MAX = 200
 TRIAGE_TEXT_CHARS = 500
+# The run's columns routing reads: who it is and whose (triage names its organization). Not its plan (the whole
+# compiled agent), inputs, state or goal: large JSON and text that would be fetched and parsed for nothing.
+RUN_COLUMNS = ("id", "organization_id", "version_id", "deployment_id", "sim", "virtual_now", "external_ref", "status",
+               "wake_when", "next_wake_at", "lease_owner", "lease_epoch", "lease_expires_at", "created_at",
+               "updated_at", "ended_at")
 
 
 def deliver(message: InboundMessage, *, organization: Organization | None) -> Episode | None:
@@ -59,92 +61,91 @@ def hand_to_run(message: InboundMessage, run: Run, *, by_user=None, note: str = 
 
 
 def find_run(message: InboundMessage, *, organization: Organization | None) -> Run | None:
-    """The run the message answers, or None. Only runs of `organization` when it is known."""
-    sim = None if message.channel == Channel.SANDBOX else False
-    for candidate in _candidates(message, organization=organization, sim=sim):
-        if candidate is not None and (organization is None or candidate.organization_id == organization.pk):
-            return candidate
-    return None
+    """The run the message answers, or None. Only runs of `organization` when it is known. One statement
+    (FIND_RUN_SQL); the run comes without its plan, inputs, state and goal (deferred: routing never reads them)."""
+    rows = statements.fetch_instances(Run, FIND_RUN_SQL, _find_params(message, organization=organization))
+    if not rows:
+        return None
+    run = rows[0]
+    run.organization = json_rows.instance(Organization, run.organization_row)
+    return run
 
 
-def _candidates(message: InboundMessage, *, organization: Organization | None, sim: bool | None):
-    """Candidate runs, most specific first; evaluated lazily, so the first hit ends the search."""
+# The candidates, most specific first, each the run its own lookup finds (the reply-to token's; the sender of the
+# newest Message-ID in In-Reply-To/References that is ours; the send a callback's key names; the Slack thread's
+# root; the newest open run with a contact at this number, or with this Slack user), kept when it is
+# `organization`'s (any run when that is unknown); the first kept wins. A lookup that does not apply has a NULL
+# parameter. COALESCE evaluates its sub-selects in order and stops at the first run: the later lookups (a
+# number's, over the organization's open runs' contacts) run only when the earlier ones found nothing.
+_OURS = "(%(organization)s::bigint IS NULL OR r.organization_id = %(organization)s)"
+_NEWEST_OPEN = """
+    (SELECT r.id FROM runs_run r
+      WHERE r.organization_id = %(organization)s AND r.status IN ('active', 'waiting', 'waiting_human')
+        AND (%(sim)s::boolean IS NULL OR r.sim = %(sim)s) AND r.id IN (__CONTACTS__)
+      ORDER BY r.created_at DESC, r.id DESC LIMIT 1)"""
+# Only the organization's open runs' contacts are normalized (run_org_status index), not the whole table.
+_BY_PHONE = _NEWEST_OPEN.replace("__CONTACTS__", """
+        SELECT c.run_id FROM runs_contact c JOIN runs_run cr ON cr.id = c.run_id
+         WHERE cr.organization_id = %(organization)s AND cr.status IN ('active', 'waiting', 'waiting_human')
+           AND regexp_replace(c.phone, '[^0-9]', '', 'g') = %(phone)s""")
+_BY_SLACK_USER = _NEWEST_OPEN.replace("__CONTACTS__",
+                                      "SELECT c.run_id FROM runs_contact c WHERE c.slack_user = %(slack_user)s")
+FIND_RUN_SQL = f"""
+WITH found AS (
+    SELECT coalesce(
+        (SELECT r.id FROM runs_run r WHERE r.id = %(reply_run)s AND {_OURS}),
+        (SELECT r.id FROM runs_run r
+          WHERE r.id = (SELECT o.run_id FROM unnest(%(prefixes)s::varchar[]) WITH ORDINALITY AS p(prefix, n)
+                         CROSS JOIN LATERAL (
+                             -- A range on the unique idem_key index (hex keys sort below "g"); LIKE could not use it.
+                             SELECT o.run_id FROM runs_outboxmessage o
+                              WHERE o.idem_key >= p.prefix AND o.idem_key < p.prefix || 'g'
+                                AND starts_with(o.idem_key, p.prefix)
+                              ORDER BY o.id LIMIT 1) o
+                         ORDER BY p.n LIMIT 1) AND {_OURS}),
+        (SELECT r.id FROM runs_run r
+          WHERE r.id = (SELECT o.run_id FROM runs_outboxmessage o WHERE o.idem_key = %(idem_key)s
+                         ORDER BY o.id LIMIT 1) AND {_OURS}),
+        (SELECT r.id FROM runs_run r
+          WHERE r.id = (SELECT o.run_id FROM runs_outboxmessage o JOIN runs_run t ON t.id = o.run_id
+                         WHERE o.channel = 'slack' AND o.provider_message_id = %(thread_ref)s
+                           AND (%(organization)s::bigint IS NULL OR t.organization_id = %(organization)s)
+                         ORDER BY o.created_at DESC LIMIT 1) AND {_OURS}),{_BY_PHONE},{_BY_SLACK_USER}
+    ) AS id
+)
+SELECT {", ".join(f"r.{column}" for column in RUN_COLUMNS)},
+       {leases.ORGANIZATION_COLUMN.format(run="r")} AS organization_row
+  FROM found JOIN runs_run r ON r.id = found.id
+"""  # noqa: S608 (constants; every value is a parameter)
+
+
+def _find_params(message: InboundMessage, *, organization: Organization | None) -> dict:
+    """FIND_RUN_SQL's parameters: what each lookup looks for, NULL where it does not apply to this message."""
     headers = message.headers or {}
-    if message.channel in (Channel.EMAIL, Channel.SANDBOX):
-        yield run_for_reply_address(message.to_address)
-        yield run_for_message_ids(headers.get("in_reply_to"), " ".join(headers.get("references") or []))
-    if headers.get("idem_key"):
-        yield run_for_send(headers["idem_key"])
-    if headers.get("thread_ref"):
-        yield run_for_thread(headers["thread_ref"], organization=organization)
-    if organization is None:
-        return
-    if message.channel in (Channel.SMS, Channel.VOICE) or (
-            message.channel == Channel.SANDBOX and message.from_address.startswith("+")):
-        yield newest_run_for_phone(organization, phone=message.from_address, sim=sim)
-    if message.channel == Channel.SLACK or (
-            message.channel == Channel.SANDBOX and _payload_channel(message) == Channel.SLACK):
-        yield newest_run_for_slack_user(organization, user=message.from_address, sim=sim)
-
-
-def run_for_reply_address(address: str) -> Run | None:
-    run_id = message_ids.parse_reply_address(address) if address else None
-    return Run.objects.select_related("organization").filter(pk=run_id).first() if run_id else None
-
-
-def run_for_message_ids(*headers: str | None) -> Run | None:
-    """The run that sent one of the Message-IDs in In-Reply-To/References (the newest reference first)."""
-    for prefix in message_ids.key_prefixes_in(*headers):
-        # A range on the unique idem_key index (hex keys sort below "g"); LIKE could not use it.
-        sent = OutboxMessage.objects.filter(
-            idem_key__gte=prefix, idem_key__lt=prefix + "g", idem_key__startswith=prefix
-        ).select_related("run__organization").first()
-        if sent:
-            return sent.run
-    return None
+    email = message.channel in (Channel.EMAIL, Channel.SANDBOX)
+    by_phone = organization is not None and (message.channel in (Channel.SMS, Channel.VOICE) or (
+        message.channel == Channel.SANDBOX and message.from_address.startswith("+")))
+    by_slack_user = organization is not None and (message.channel == Channel.SLACK or (
+        message.channel == Channel.SANDBOX and _payload_channel(message) == Channel.SLACK))
+    number = addresses.normalize_phone(message.from_address) if by_phone else ""
+    return {
+        "organization": organization.pk if organization is not None else None,
+        # A real provider's message never reaches a simulated run (personas share no real numbers).
+        "sim": None if message.channel == Channel.SANDBOX else False,
+        "reply_run": message_ids.parse_reply_address(message.to_address) if email and message.to_address else None,
+        "prefixes": message_ids.key_prefixes_in(headers.get("in_reply_to"), " ".join(headers.get("references") or []))
+        if email else [],
+        "idem_key": headers.get("idem_key") or None,
+        "thread_ref": headers.get("thread_ref") or None,
+        "phone": number.lstrip("+") if number else None,
+        "slack_user": (message.from_address or None) if by_slack_user else None,
+    }
 
 
 def run_for_send(idem_key: str) -> Run | None:
     """The run of one of our sends, by the key a callback URL or tracking metadata carries."""
     sent = OutboxMessage.objects.filter(idem_key=idem_key).select_related("run__organization").first()
     return sent.run if sent else None
-
-
-def run_for_thread(thread_ref: str, *, organization: Organization | None) -> Run | None:
-    """The run whose Slack message ("<channel>:<ts>") is the root of the thread."""
-    sent = OutboxMessage.objects.filter(channel=Channel.SLACK, provider_message_id=thread_ref)
-    if organization is not None:
-        sent = sent.filter(run__organization=organization)
-    found = sent.select_related("run__organization").order_by("-created_at").first()
-    return found.run if found else None
-
-
-def newest_run_for_phone(organization: Organization, *, phone: str, sim: bool | None) -> Run | None:
-    """The newest open run of the organization with a contact at this number (stored forms vary)."""
-    number = addresses.normalize_phone(phone)
-    if not number:
-        return None
-    # Only the organization's open runs' contacts are normalized (run_org_status index), not the whole table.
-    contacts = Contact.objects.filter(
-        run__organization=organization, run__status__in=OPEN_RUN_STATUSES
-    ).annotate(
-        normalized=Func("phone", Value(r"[^0-9]"), Value(""), Value("g"), function="regexp_replace")
-    ).filter(normalized=number.lstrip("+"))
-    return _newest_open(organization, run_ids=contacts.values("run_id"), sim=sim)
-
-
-def newest_run_for_slack_user(organization: Organization, *, user: str, sim: bool | None) -> Run | None:
-    if not user:
-        return None
-    return _newest_open(organization, run_ids=Contact.objects.filter(slack_user=user).values("run_id"), sim=sim)
-
-
-def _newest_open(organization: Organization, *, run_ids, sim: bool | None) -> Run | None:
-    runs = Run.objects.filter(organization=organization, status__in=OPEN_RUN_STATUSES, pk__in=run_ids)
-    if sim is not None:
-        # A real provider's message never reaches a simulated run (personas share no real numbers).
-        runs = runs.filter(sim=sim)
-    return runs.select_related("organization").order_by("-created_at", "-pk").first()
 
 
 def triage(message: InboundMessage, *, organization: Organization | None, reason: str, run: Run | None = None) -> None:

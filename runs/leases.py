@@ -101,11 +101,18 @@ class Rider:
     parameters; `returning` adds columns to the statement's result (", (SELECT id FROM name) AS name"), read as
     attributes of the run row it returns. `journal_entries` entries take the run's next journal seqs
     (fenced.journal_seq is the last of them) and their usage is added to the run's counters. Riders add up;
-    names must be unique within a statement (`tag`)."""
+    names must be unique within a statement (`tag`).
+
+    A rider that ends the episode may also write the fenced run row itself, in the fence's own UPDATE (PostgreSQL
+    updates a row once per statement: a CTE's second UPDATE of it would be silently dropped): `run_sets` adds
+    assignments (", status = ..."), `release_when` a condition under which the UPDATE releases the lease instead of
+    extending it. In both, `runs_run` is the row as it stands once locked."""
 
     sql: str = ""
     params: dict = field(default_factory=dict)
     returning: str = ""
+    run_sets: str = ""
+    release_when: str = ""
     journal_entries: int = 0
     tokens: int = 0
     cost: Decimal = Decimal(0)
@@ -113,7 +120,8 @@ class Rider:
 
     def __add__(self, other: Rider) -> Rider:
         return Rider(sql=self.sql + other.sql, params={**self.params, **other.params},
-                     returning=self.returning + other.returning,
+                     returning=self.returning + other.returning, run_sets=self.run_sets + other.run_sets,
+                     release_when=" AND ".join(f"({c})" for c in (self.release_when, other.release_when) if c),
                      journal_entries=self.journal_entries + other.journal_entries, tokens=self.tokens + other.tokens,
                      cost=self.cost + other.cost, steps=self.steps + other.steps)
 
@@ -207,14 +215,20 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
               "cost": rider.cost, "steps": rider.steps}
     children = f", {_children('fenced')}" if with_children else ""
     columns = plan_cache.columns("fenced", leaving_out=STARTED_FIELDS if known is not None else ())
+    extended = "statement_timestamp() + make_interval(secs => %(lease_seconds)s)"
+    lease = f"lease_expires_at = {extended}"
+    if rider.release_when:  # the condition once, for both columns
+        lease = ("(lease_owner, lease_expires_at) = (SELECT CASE WHEN x.release THEN NULL ELSE runs_run.lease_owner"  # noqa: S608
+                 f" END, CASE WHEN x.release THEN NULL ELSE {extended} END"
+                 f" FROM (SELECT {rider.release_when} AS release) x)")
     rows = statements.fetch_instances(
         Run,
         f"""
         WITH fenced AS (
             UPDATE runs_run
-               SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
+               SET {lease},
                    journal_seq = journal_seq + %(entries)s, tokens_used = tokens_used + %(tokens)s,
-                   cost_used = cost_used + %(cost)s, steps_used = steps_used + %(steps)s
+                   cost_used = cost_used + %(cost)s, steps_used = steps_used + %(steps)s{rider.run_sets}
              WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
          RETURNING *
         ){rider.sql}
@@ -240,7 +254,8 @@ _STARTED_ATTNAMES = tuple(Run._meta.get_field(name).attname for name in STARTED_
 def _renumbered(rider: Rider) -> tuple[Rider, dict[str, str]]:
     """`rider` with its tags numbered from 1 in order of appearance, and the returned columns' new names mapped
     to the names the rider's authors know."""
-    numbers = {old: str(new) for new, old in enumerate(dict.fromkeys(_TAG.findall(rider.sql)), start=1)}
+    text = rider.sql + rider.run_sets + rider.release_when
+    numbers = {old: str(new) for new, old in enumerate(dict.fromkeys(_TAG.findall(text)), start=1)}
     if all(old == new for old, new in numbers.items()):
         return rider, {}
 
@@ -255,7 +270,8 @@ def _renumbered(rider: Rider) -> tuple[Rider, dict[str, str]]:
     # The parameters' names renamed together, in one text (a name never holds a newline).
     names = rename("\n".join(rider.params)).split("\n") if rider.params else []
     params = dict(zip(names, rider.params.values(), strict=True))
-    return replace(rider, sql=rename(rider.sql), returning=rename(rider.returning), params=params), renamed
+    return replace(rider, sql=rename(rider.sql), returning=rename(rider.returning), run_sets=rename(rider.run_sets),
+                   release_when=rename(rider.release_when), params=params), renamed
 
 
 def _children(run: str) -> str:

@@ -3,11 +3,13 @@
 The model layer classifies errors (runs.llm.base.ModelError.retryable; the
 OpenAI provider maps 429, 5xx, timeouts and connection errors to retryable).
 A retryable failure ends the episode's attempt with nothing sent: the loop
-raises ModelUnavailable and the worker works out the `postponement`, writes it
-with its fence (the episode requeued and the journal note in the fence's own
-statement, the outage under it: Postponement.settle), then saves the run with
-the episode's closing write (runs.execution._close), which releases the lease
-when nothing else is due:
+raises ModelUnavailable and the worker works out the `postponement` and writes it
+in one fenced statement, no transaction (Postponement.closing): the journal note, the
+episode requeued, the outage in run.state, the run asleep, next_wake_at, and the
+lease's release when nothing else is due, as the episode's closing write
+(runs.execution._close) would. The postponement that opens the outage's escalation
+(once per run) writes it under the fence instead (Postponement.settle), then closes
+as usual:
 
 - the episode goes back to `queued`, due after a backoff that doubles from
   LUCIA_MODEL_RETRY_SECONDS up to LUCIA_MODEL_RETRY_MAX_SECONDS (a provider's
@@ -32,6 +34,7 @@ once the run has had its one escalation.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -78,6 +81,8 @@ class Postponement:
     since: datetime
     failures: int
     retry_at: datetime
+    # This postponement opens the run's one escalation (`settle`, under the fence, not `closing`).
+    escalates: bool = False
 
     @property
     def entry(self) -> journal.Entry:
@@ -109,16 +114,35 @@ class Postponement:
 )""", params={f"{name}_attempts": episode.attempts, f"{name}_due_at": episode.due_at,  # noqa: S608 (constants)
               f"{name}_error": episode.error, f"{name}_id": episode.pk})
 
+    def closing(self, run: Run, *, now: datetime) -> leases.Rider:
+        """The whole postponement as the fence's own statement, autocommitted (`run`: the row the episode read):
+        `rider`, and the run row as `settle` and the episode's closing write (runs.execution._close) leave it, with
+        the lease released when nothing else is due at `now` (the run's clock). Only for a postponement that does
+        not escalate.
+
+        Read the lease's release from the row it returns (`lease_owner` None). Kept instead: something is due, or
+        the run row changed after the statement's snapshot was taken (another writer held it meanwhile:
+        CLOSING_RELEASE); then the caller closes again from a fresh snapshot, under the fence (runs.execution)."""
+        self.log(run)
+        outage = {"since": self.since.isoformat(), "failures": self.failures, "last_error": self.error.message[:500]}
+        return self.rider() + leases.Rider(
+            run_sets=CLOSING_SETS, release_when=CLOSING_RELEASE,
+            params={"outage": json.dumps(outage), "outage_wake": WAKE_REASON, "outage_retry_at": self.retry_at,
+                    "outage_now": now, "outage_wall": clock.wall_now()})
+
+    def log(self, run: Run) -> None:
+        # The outage's first failure is news; each retry after it is in the journal, and a long outage escalates.
+        # A simulated run's outage is a scripted fault, part of its story, not the deployment's.
+        logger.log(logging.WARNING if self.failures == 1 and not run.sim else logging.DEBUG,
+                   "run %s: model unavailable (%s failures since %s), episode #%s retried at %s",
+                   run.pk, self.failures, self.since, self.episode.seq, self.retry_at)
+
     def settle(self, run: Run) -> list[str]:
         """Under the fence (`run` is the locked row): the outage in run.state, one escalation once it has lasted,
         the run asleep. Returns the run fields it changed, for the closing write to save with next_wake_at
         (runs.execution._close)."""
         now, since, failures, retry_at, error = self.now, self.since, self.failures, self.retry_at, self.error
-        # The outage's first failure is news; each retry after it is in the journal, and a long outage escalates.
-        # A simulated run's outage is a scripted fault, part of its story, not the deployment's.
-        logger.log(logging.WARNING if failures == 1 and not run.sim else logging.DEBUG,
-                   "run %s: model unavailable (%s failures since %s), episode #%s retried at %s",
-                   run.pk, failures, since, self.episode.seq, retry_at)
+        self.log(run)
         outage = {**(run.state.get(STATE_KEY) or {}), "since": since.isoformat(), "failures": failures,
                   "last_error": error.message[:500]}
         run.state = {**run.state, STATE_KEY: outage}
@@ -142,21 +166,49 @@ class Postponement:
         return ["state", "status", "wake_when"]
 
 
+# The run row as a postponement's closing write leaves it (Postponement.closing: the fence's own UPDATE, `runs_run`
+# the row as it stands once locked): settle's outage and sleep, and runs.execution.CLOSE_SQL's updated_at and
+# next_wake_at, the postponed episode counted at its retry (the statement's snapshot still has it running).
+CLOSING_SETS = """,
+ state = runs_run.state || jsonb_build_object('model_outage', CASE WHEN jsonb_typeof(runs_run.state -> 'model_outage')
+   = 'object' THEN runs_run.state -> 'model_outage' ELSE '{}'::jsonb END || %(outage)s::jsonb),
+ status = CASE WHEN runs_run.status = 'active' THEN 'waiting' ELSE runs_run.status END,
+ wake_when = CASE WHEN runs_run.status = 'active' THEN %(outage_wake)s::varchar ELSE runs_run.wake_when END,
+ updated_at = %(outage_wall)s,
+ next_wake_at = CASE WHEN runs_run.status IN ('active', 'waiting', 'waiting_human') THEN least(%(outage_retry_at)s,
+   (SELECT min(e.due_at) FROM runs_episode e WHERE e.run_id = %(run_id)s AND e.status = 'queued')) END"""
+# CLOSE_SQL's release: nothing else due now and no episode left running under an older epoch, as this statement's
+# snapshot has them. That snapshot is taken before the UPDATE waits for the row's lock, so a writer that held the
+# row meanwhile (an event recording its episode) committed rows it cannot see; every such writer updates the run
+# row (runs.events.RECORD_SQL, the reaper, runs.wakes, cancellation moves the epoch), so a row whose version
+# (xmin) is not the snapshot's keeps the lease, and the caller closes again from a fresh snapshot.
+# (Both texts are kept short: psycopg caches the parsing of a statement up to 4096 characters.)
+CLOSING_RELEASE = """runs_run.xmin = (SELECT r.xmin FROM runs_run r WHERE r.id = %(run_id)s)
+ AND %(outage_retry_at)s > %(outage_now)s AND NOT EXISTS (SELECT 1 FROM runs_episode e WHERE e.run_id = %(run_id)s
+   AND ((e.status = 'queued' AND e.due_at <= %(outage_now)s)
+        OR (e.status = 'running' AND e.lease_epoch < %(epoch)s)))"""
+
+
 def postponement(run: Run, episode: Episode, *, error: ModelError) -> Postponement:
     """Requeue the running episode for after the backoff, journal it, escalate once a long outage: what to write,
     from the run row the episode read (see Postponement). `episode.due_at` becomes when the model is asked again.
 
         postponed = model_outages.postponement(run, episode, error=error)
         ctx.pending.append(postponed.entry)
-        with ctx.fence(rider=postponed.rider()) as locked:
-            fields = postponed.settle(locked)
+        if not postponed.escalates:
+            run = ctx.write(rider=postponed.closing(run, now=clock.now(run)))
+        else:
+            with ctx.fence(rider=postponed.rider()) as locked:
+                fields = postponed.settle(locked)
     """
     now = clock.now(run)
     outage = run.state.get(STATE_KEY) or {}
     since = datetime.fromisoformat(outage["since"]) if outage.get("since") else now
     failures = int(outage.get("failures") or 0) + 1
+    escalates = (now - since >= timedelta(seconds=settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S)
+                 and not run.state.get(ESCALATED_KEY))
     return Postponement(episode=episode, error=error, now=now, since=since, failures=failures,
-                        retry_at=now + backoff(failures, retry_after=error.retry_after))
+                        retry_at=now + backoff(failures, retry_after=error.retry_after), escalates=bool(escalates))
 
 
 def recovered(run: Run, episode: Episode) -> list[str]:

@@ -75,6 +75,9 @@ WITH state AS (
 SELECT state.status, state.next_due, state.sent, state.approvals, (SELECT virtual_now FROM jumped) FROM state
 """
 
+# The clock moved when STATE_SQL could not move it (a turn with sends to hear or an approval to answer).
+JUMP_SQL = "UPDATE runs_run SET virtual_now = %(at)s WHERE id = %(run)s"
+
 
 class RealSendError(RuntimeError):
     """A simulated run's message went to a real provider: the simulation stops at once."""
@@ -169,7 +172,8 @@ class SimScheduler:
 
     def _jump(self, wake: datetime) -> None:
         # One UPDATE of virtual_now: the worker re-reads the run, so every module sees the new time.
-        Run.objects.filter(pk=self.run_id).update(virtual_now=wake)
+        with statements.cursor() as cursor:  # prepared, as STATE_SQL's own jump
+            cursor.execute(JUMP_SQL, {"run": self.run_id, "at": wake})
         self._jumped(wake)
 
     def _jumped(self, wake: datetime) -> None:

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from connectors import identities
 from runs import compliance, events, worker
+from runs.llm.base import ModelError
 from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, Run
 from tests.factories import OrganizationFactory
 from tests.runs import loop_helpers, send_helpers
@@ -96,3 +97,26 @@ def test_an_inbound_episode_within_the_query_budget(started_run):
     statements = _advance(run)
     assert Episode.objects.get(pk=reply.pk).status == EpisodeStatus.DONE
     assert len(statements) <= MAX_QUERIES[EpisodeKind.INBOUND], "\n".join(statements)
+
+
+# A model outage: the start statement, then one autocommitted fenced statement that journals the postponement,
+# requeues the episode, puts the run to sleep and releases the lease (runs.model_outages.Postponement.closing).
+MAX_POSTPONEMENT = 2
+
+
+@pytest.mark.django_db
+def test_a_postponed_episode_within_the_query_budget(started_run, monkeypatch):
+    class Down:
+        name = "scripted"
+
+        def complete(self, request):
+            raise ModelError("503 service unavailable", retryable=True)
+
+    _advance(started_run)  # the plan is cached, as for every later episode of the run
+    _move_clock_to_next_due(started_run)
+    loop_helpers.use_provider(monkeypatch, Down())
+    statements = _advance(started_run)
+    run = Run.objects.get(pk=started_run.pk)
+    assert run.lease_owner is None and run.wake_when == "model:outage"
+    assert Episode.objects.filter(run=run, kind=EpisodeKind.FOLLOWUP, status=EpisodeStatus.QUEUED).exists()
+    assert len(statements) <= MAX_POSTPONEMENT, "\n".join(statements)

@@ -1,4 +1,6 @@
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from connectors.models import InboundMessage
@@ -71,6 +73,22 @@ def test_a_message_for_an_ended_run_goes_to_triage_with_the_run_named():
     message.refresh_from_db()
     assert (message.status, message.matched_run_id) == ("unmatched", run.pk)
     assert Escalation.objects.get().context["reason"] == "run_ended"
+
+
+def test_a_lookup_that_finds_another_organizations_run_gives_way_to_the_next_in_one_statement():
+    ours, theirs = OrganizationFactory(), OrganizationFactory()
+    run = _run(ours)
+    foreign = _run(theirs)
+    OutboxMessage.objects.create(idem_key="f" * 64, run=foreign, episode=EpisodeFactory(run=foreign), tool="place_call",
+                                 channel="voice", recipient=DANA, status="sent", created_at=timezone.now())
+    message = _message("voice", kind="call_report", headers={"idem_key": "f" * 64})
+
+    with CaptureQueriesContext(connection) as queries:
+        found = inbound_routing.find_run(message, organization=ours)
+
+    assert found.pk == run.pk and found.organization == ours  # by the caller's number, not the foreign send's key
+    assert len(queries.captured_queries) == 1
+    assert inbound_routing.find_run(message, organization=None).pk == foreign.pk  # no organization: the key's run
 
 
 def test_message_text_plays_no_part_in_routing():

@@ -3,11 +3,13 @@ run, and the run resumes by itself (closing that escalation) when the model answ
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection, transaction
 
-from runs import events, worker
+from runs import episode_loads, events, execution, worker
 from runs.llm.base import ChatRequest, ModelError, ModelReply
 from runs.llm.scripted import ScriptedProvider
 from runs.models import (
@@ -21,6 +23,7 @@ from runs.models import (
     Run,
     RunStatus,
 )
+from tests.runs import lock_waits
 from tests.runs import loop_helpers as h
 
 pytestmark = pytest.mark.django_db
@@ -185,3 +188,57 @@ def test_each_postponement_reads_in_the_timeline(model):
     notes = [item.summary for item in timeline.timeline_for(run) if item.type == "journal" and item.kind == "note"]
     assert len(notes) == 3
     assert all(n.startswith("model unavailable (429 rate limited") and "episode #1 retried at" in n for n in notes)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_recorded_while_the_postponement_waited_for_the_run_row_keeps_the_lease(model):
+    # The postponement is one statement whose snapshot predates its wait for the row lock: it must not release the
+    # lease on the strength of a snapshot that misses the reply's episode (nobody would run it: its enqueue found
+    # the lease held).
+    run = h.make_run()
+    h.add_episode(run, EpisodeKind.START)
+    start = episode_loads.claim_and_start(run.pk, owner="test")
+    epoch = start.run.lease_epoch
+    locked, commit = threading.Event(), threading.Event()
+    errors, results = [], []
+
+    def reply() -> None:
+        try:
+            with transaction.atomic():
+                events.record_event(run, kind=EpisodeKind.INBOUND, dedupe_key="reply-1",
+                                    payload={"channel": "email", "from": h.VENDOR_EMAIL, "text": "Here it is"})
+                locked.set()
+                assert commit.wait(30)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            locked.set()
+            connection.close()
+
+    def postpone() -> None:
+        try:
+            results.append(execution.execute(execution.start_next(start, epoch=epoch), epoch=epoch, heartbeat=None))
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=reply)
+    writer.start()
+    assert locked.wait(30)
+    worker_thread = threading.Thread(target=postpone)  # its statement begins before the reply commits
+    worker_thread.start()
+    blocked = lock_waits.wait_for_a_lock_wait()
+    commit.set()
+    writer.join(30)
+    worker_thread.join(30)
+
+    assert errors == [] and blocked and model.failures == 1
+    [(_, released)] = results
+    saved = Run.objects.get(pk=run.pk)
+    assert not released and saved.lease_owner == "test"  # the worker goes on to the reply's episode
+    inbound = Episode.objects.get(run=run, kind=EpisodeKind.INBOUND)
+    assert inbound.status == EpisodeStatus.QUEUED
+    assert saved.next_wake_at == inbound.due_at
+    assert Episode.objects.get(run=run, kind=EpisodeKind.START).status == EpisodeStatus.QUEUED
+    assert saved.wake_when == "model:outage" and saved.state["model_outage"]["failures"] == 1
