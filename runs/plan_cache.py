@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import TypeVar
 
 from django.db import connection
@@ -33,8 +34,10 @@ PLAN_HASH = "CASE WHEN %(plan_known)s THEN NULL ELSE jsonb_hash_extended({run}.p
 _plans: dict[tuple[int, int], dict] = {}
 # id(plan) -> (plan, {name: value}) for the plans in _plans: the plan is held, so its id is not reused.
 _derived: dict[int, tuple[dict, dict]] = {}
-# run id -> its plan (one of _plans'), for the runs this process met.
-_by_run: dict[int, dict] = {}
+# run id -> (its created_at, its version id, its plan: one of _plans'), for the runs this process met. The first two
+# tell the same run from another that came to have its id (a database restored or re-created under a running
+# process): the plan is only taken by run id for a row that matches both.
+_by_run: dict[int, tuple[datetime, int, dict]] = {}
 LIMIT = 512
 RUNS_LIMIT = 20_000
 
@@ -69,8 +72,14 @@ def derived(plan: dict, name: str, build: Callable[[dict], T]) -> T:
 
 def attach(run: Run) -> Run:
     """Set `run.plan` from the cache, by the run (its row's `plan_hash` is NULL: the statement was told the plan is
-    known) or by the row's `plan_hash`, reading it once on a miss."""
-    plan = _by_run.get(run.pk) if run.plan_hash is None else _plans.get((run.version_id, run.plan_hash))
+    known; the row's created_at and version must be the cached run's) or by the row's `plan_hash`, reading it once
+    on a miss."""
+    if run.plan_hash is None:
+        created_at, version_id, plan = _by_run.get(run.pk, (None, None, None))
+        if (created_at, version_id) != (run.created_at, run.version_id):
+            plan = None
+    else:
+        plan = _plans.get((run.version_id, run.plan_hash))
     if plan is None:
         # Also when the run's entry went (the caches were cleared since the statement's parameters were made).
         with connection.cursor() as cursor:
@@ -84,7 +93,7 @@ def attach(run: Run) -> Run:
             _derived[id(plan)] = (plan, {})
     if len(_by_run) >= RUNS_LIMIT:
         _by_run.clear()
-    _by_run[run.pk] = plan
+    _by_run[run.pk] = (run.created_at, run.version_id, plan)
     run.plan = plan
     return run
 

@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -52,3 +54,17 @@ def test_a_run_whose_cached_plan_went_since_its_statement_began_reads_it_again(m
     monkeypatch.setattr(plan_cache, "known", lambda run_id: (plan_cache._clear(), True)[1])
     again = leases.write(run.pk, epoch=epoch)
     assert again.plan == Run.objects.get(pk=run.pk).plan
+
+
+@pytest.mark.django_db
+def test_a_run_id_that_comes_back_as_another_run_gets_that_runs_plan():
+    # A database restored or re-created under a running process: the same id, another run (its own start time).
+    run = RunFactory()
+    epoch = leases.claim(run.pk, owner="w1")
+    leases.write(run.pk, epoch=epoch)
+    assert plan_cache.known(run.pk)
+    Run.objects.filter(pk=run.pk).update(plan={**run.plan, "slug": "another run"},
+                                         created_at=run.created_at - timedelta(days=1))
+
+    again = leases.write(run.pk, epoch=epoch)
+    assert again.plan["slug"] == "another run"
