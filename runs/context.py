@@ -21,7 +21,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from runs import episode_loads, journal, leases
+from runs import episode_loads, journal, lease_renewals, leases
 from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, Run, Task, TaskStatus
 
@@ -38,7 +38,7 @@ class EpisodeContext:
     tasks: list[Task]
     # The run's clock when the episode started (virtual in a simulation).
     now: datetime
-    heartbeat: leases.Heartbeat | None = None
+    heartbeat: lease_renewals.Heartbeat | None = None
     # Journal entries waiting for the next fenced write (see the module docstring).
     pending: list[journal.Entry] = field(default_factory=list)
     # The run row as this episode's last fence locked it, usage counters included; None before the first.

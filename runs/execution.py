@@ -21,7 +21,17 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection
 
-from runs import clock, decisions, episode_loads, escalations, events, leases, model_outages, statements
+from runs import (
+    clock,
+    decisions,
+    episode_loads,
+    escalations,
+    events,
+    lease_renewals,
+    leases,
+    model_outages,
+    statements,
+)
 from runs.context import EpisodeContext, EpisodeOutcome
 from runs.models import Episode, EpisodeStatus, EscalationKind, Run
 
@@ -56,7 +66,7 @@ def start_next(start: episode_loads.Start, *, epoch: int) -> episode_loads.Start
 
 
 def execute(started: episode_loads.Started, *, epoch: int,
-            heartbeat: leases.Heartbeat | None) -> tuple[Run, bool]:
+            heartbeat: lease_renewals.Heartbeat | None) -> tuple[Run, bool]:
     """Run a started episode to its end. Returns the run row as the episode's last fenced write left it (the
     worker reads its status from there), and whether that write released the lease (nothing else was due).
 

@@ -1,4 +1,5 @@
-"""One writer per run: claim, heartbeat, fence, release (DESIGN §5).
+"""One writer per run: claim, renew, fence, release (DESIGN §5; the renewals while a holder works are
+runs.lease_renewals').
 
 Leases run on the database's clock so that workers with skewed clocks agree:
 `statement_timestamp()`, not `now()`, which stays fixed for a whole
@@ -11,11 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
-import os
 import re
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -26,8 +23,6 @@ from django.db import connection, transaction
 from agents.models import Organization
 from runs import json_rows, plan_cache, statements
 from runs.models import Run
-
-logger = logging.getLogger(__name__)
 
 
 class LeaseLost(Exception):
@@ -282,143 +277,3 @@ def _children(run: str) -> str:
 def _with_children(run: Run) -> Run:
     run.organization = json_rows.instance(Organization, run.organization_row)
     return run
-
-
-class Heartbeat:
-    """Renews a lease every LUCIA_HEARTBEAT_SECONDS while its holder works (`with`); sets `lost` when a renewal
-    fails or cannot reach the database.
-
-    The worker checks `lost` (or calls `check()`) between steps; the fence stops any write that slips through.
-    The renewals come from the process's heartbeat thread (`_Beater`), on that thread's connection: entering and
-    leaving register and unregister the lease, so an advance_run of a few milliseconds, which never needs a
-    renewal, pays for no thread of its own.
-    """
-
-    def __init__(self, run_id: int, *, epoch: int, interval: float | None = None) -> None:
-        self.run_id = run_id
-        self.epoch = epoch
-        self.interval = interval if interval is not None else settings.LUCIA_HEARTBEAT_SECONDS
-        self.lost = threading.Event()
-        self.due = 0.0  # time.monotonic() of the next renewal; the beater's, under its lock
-
-    def __enter__(self) -> Heartbeat:
-        _beater.register(self)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        _beater.unregister(self)
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise LeaseLost(f"run {self.run_id}: heartbeat lost the lease (epoch {self.epoch})")
-
-    def beat(self) -> bool:
-        """Renew the lease once, on the calling thread's connection; False (and `lost` set) when it is lost."""
-        try:
-            if renew(self.run_id, epoch=self.epoch):
-                return True
-            logger.warning("run %s: lease epoch %s lost", self.run_id, self.epoch)
-        except Exception:
-            # A heartbeat that cannot reach the database cannot vouch for the lease.
-            logger.exception("run %s: heartbeat failed", self.run_id)
-            with contextlib.suppress(Exception):
-                connection.close()  # perhaps broken: the next renewal connects afresh
-        self.lost.set()
-        return False
-
-
-class _Beater:
-    """The process's heartbeat thread: renews each registered lease when it falls due, one at a time, on its own
-    connection (never a worker's). Started by the first registration; a daemon, so it keeps no process alive.
-
-    Registering costs a set insertion under the lock: the thread also wakes every LUCIA_HEARTBEAT_SECONDS when
-    idle, so a lease registered with that interval falls due no earlier than its next wake and needs no signal.
-    A lease that falls due earlier (a shorter interval) wakes it. Its connection is closed once no lease is left to
-    renew, before any other renewal: a worker process holds a second connection only while one of its steps
-    outlasts an interval, and a connection cut meanwhile (a database restart between two advance_runs) never
-    fails the next holder's renewal.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)  # a lease due before the thread's next wake, or none left
-        self._settled = threading.Condition(self._lock)  # a renewal came back
-        self._leases: set[Heartbeat] = set()
-        self._renewing: Heartbeat | None = None
-        self._wakes_at = 0.0
-        self._connected = False
-        self._disconnect = False  # no lease left since the last renewal: the next one starts on a new connection
-        self._thread: threading.Thread | None = None
-
-    def register(self, heartbeat: Heartbeat) -> None:
-        with self._lock:
-            heartbeat.due = time.monotonic() + heartbeat.interval
-            self._leases.add(heartbeat)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
-                self._thread.start()  # it waits for the lock: its first look at the leases sees this one
-            elif heartbeat.due < self._wakes_at:
-                self._wake.notify()
-
-    def unregister(self, heartbeat: Heartbeat) -> None:
-        """No renewal of the lease starts after this returns, and one under way has come back: the holder goes on
-        to release its lease (or claim it again) with no renewal behind it."""
-        with self._lock:
-            self._leases.discard(heartbeat)
-            if self._renewing is heartbeat:
-                self._settled.wait_for(lambda: self._renewing is not heartbeat, timeout=5)
-            if not self._leases and self._connected:
-                self._disconnect = True
-                self._wake.notify()
-
-    def _run(self) -> None:
-        with self._lock:
-            while True:
-                if self._disconnect or (not self._leases and self._connected):
-                    self._disconnect = self._connected = False
-                    with self._unlocked(), contextlib.suppress(Exception):
-                        connection.close()
-                    continue
-                now = time.monotonic()
-                due = next((heartbeat for heartbeat in self._leases if heartbeat.due <= now), None)
-                if due is not None:
-                    self._renew(due)
-                    continue
-                idle = now + settings.LUCIA_HEARTBEAT_SECONDS
-                self._wakes_at = min([heartbeat.due for heartbeat in self._leases] + [idle])
-                self._wake.wait(self._wakes_at - now)
-
-    def _renew(self, heartbeat: Heartbeat) -> None:
-        """Renew one lease with the lock let go (the round trip must not hold up registrations)."""
-        self._renewing, self._connected = heartbeat, True
-        try:
-            with self._unlocked():
-                kept = heartbeat.beat()
-        finally:
-            self._renewing = None
-            self._settled.notify_all()
-        if kept:
-            heartbeat.due = time.monotonic() + heartbeat.interval
-        else:
-            self._leases.discard(heartbeat)  # lost for good: nothing left to renew
-
-    @contextlib.contextmanager
-    def _unlocked(self) -> Iterator[None]:
-        self._lock.release()
-        try:
-            yield
-        finally:
-            self._lock.acquire()
-
-
-_beater = _Beater()
-
-
-def _forget_beater() -> None:
-    """A forked child holds none of its parent's leases, has no heartbeat thread, and may have inherited the lock
-    held: it starts afresh."""
-    global _beater
-    _beater = _Beater()
-
-
-os.register_at_fork(after_in_child=_forget_beater)

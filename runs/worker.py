@@ -13,7 +13,7 @@ import time
 from django.conf import settings
 from django.db.models import Q
 
-from runs import clock, episode_loads, execution, leases, queue
+from runs import clock, episode_loads, execution, lease_renewals, leases, queue
 from runs.models import Episode, EpisodeStatus, Run
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def next_episode(run: Run, *, epoch: int) -> Episode | None:
 
 
 def _drain(run_id: int, started: episode_loads.Started | None, *, epoch: int,
-           heartbeat: "leases.Heartbeat | _Unwatched") -> tuple[int, bool]:
+           heartbeat: "lease_renewals.Heartbeat | _Unwatched") -> tuple[int, bool]:
     """Run `started`, then the next due episodes while the slice lasts. Returns how many ran, and whether the
     last one's closing write released the lease (nothing else was due: no release or requeue left to do)."""
     ran = 0
@@ -97,7 +97,7 @@ def _requeue_if_due(run_id: int) -> None:
 
 
 class _Unwatched:
-    """A simulated run's stand-in for leases.Heartbeat: no thread, no renewals (virtual time needs none).
+    """A simulated run's stand-in for lease_renewals.Heartbeat: no thread, no renewals (virtual time needs none).
 
     Only its simulator advances a simulated run (the queue, the dispatcher and the reaper leave it alone), so a
     lease that ran out during a long step is taken by nobody; each fenced write extends it anyway, and the
@@ -113,5 +113,5 @@ class _Unwatched:
         return None
 
 
-def _heartbeat(run: Run, *, epoch: int, interval: float | None) -> leases.Heartbeat | _Unwatched:
-    return _Unwatched() if run.sim else leases.Heartbeat(run.pk, epoch=epoch, interval=interval)
+def _heartbeat(run: Run, *, epoch: int, interval: float | None) -> lease_renewals.Heartbeat | _Unwatched:
+    return _Unwatched() if run.sim else lease_renewals.Heartbeat(run.pk, epoch=epoch, interval=interval)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from runs import journal, leases
-from runs.leases import Heartbeat
+from runs.lease_renewals import Heartbeat
 from runs.llm.base import ChatRequest, ModelError, ModelProvider, ModelReply
 from runs.models import JournalKind, Run
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from agents.config.compiler import compile_config
 from agents.config.validation import validate_source
 from connectors import attachments
-from runs import clock, leases
+from runs import clock, lease_renewals, leases
 from runs.context import EpisodeContext
 from runs.llm.base import ChatRequest, ModelReply
 from runs.llm.scripted import ScriptedProvider
@@ -69,7 +69,8 @@ def claim(run: Run, *, owner: str = "test-worker") -> int:
     return epoch
 
 
-def context(run: Run, episode: Episode, *, epoch: int, heartbeat: leases.Heartbeat | None = None) -> EpisodeContext:
+def context(run: Run, episode: Episode, *, epoch: int,
+            heartbeat: lease_renewals.Heartbeat | None = None) -> EpisodeContext:
     """What runs.execution builds for the loop, read fresh from the database."""
     fresh = Run.objects.select_related("organization", "version").get(pk=run.pk)
     return EpisodeContext(

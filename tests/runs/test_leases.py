@@ -1,9 +1,7 @@
-import multiprocessing
 import threading
 
 import pytest
-from django.db import connection, connections
-from django.test.utils import CaptureQueriesContext
+from django.db import connection
 
 from runs import leases
 from runs.models import Run
@@ -84,100 +82,3 @@ def test_release_by_a_stale_epoch_leaves_the_new_holders_lease():
     assert Run.objects.get(pk=run.pk).lease_owner is None
     with pytest.raises(leases.LeaseLost), leases.fence(run.pk, epoch=new):
         pass  # a released lease fences nothing in
-
-
-def _expires_at(run_id: int):
-    return Run.objects.get(pk=run_id).lease_expires_at
-
-
-def _renewed_past(run_id: int, moment, *, seconds: float = 5) -> bool:
-    """Whether the lease's expiry moves past `moment` within `seconds` (polled at the heartbeats' 0.05 s pace)."""
-    tick = threading.Event()
-    for _ in range(int(seconds / 0.05)):
-        if _expires_at(run_id) > moment:
-            return True
-        tick.wait(0.05)
-    return _expires_at(run_id) > moment
-
-
-@pytest.mark.django_db(transaction=True)
-def test_heartbeat_extends_the_lease_while_it_is_held_on_a_connection_of_its_own():
-    run = RunFactory()
-    epoch = leases.claim(run.pk, owner="me")
-    claimed_until = _expires_at(run.pk)
-    with CaptureQueriesContext(connection) as holder, leases.Heartbeat(run.pk, epoch=epoch, interval=0.05) as beat:
-        assert _renewed_past(run.pk, claimed_until)
-        renewed_once = _expires_at(run.pk)
-        assert _renewed_past(run.pk, renewed_once)  # and again, every interval
-        assert not beat.lost.is_set()
-    assert not [query for query in holder.captured_queries if query["sql"].lstrip().startswith("UPDATE")]
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_lease_let_go_is_renewed_no_more_while_others_are():
-    let_go, held = RunFactory(), RunFactory()
-    let_go_epoch, held_epoch = leases.claim(let_go.pk, owner="me"), leases.claim(held.pk, owner="me")
-    with leases.Heartbeat(let_go.pk, epoch=let_go_epoch, interval=0.05):
-        assert _renewed_past(let_go.pk, _expires_at(let_go.pk))
-    last_renewal = _expires_at(let_go.pk)
-    with leases.Heartbeat(held.pk, epoch=held_epoch, interval=0.05):
-        assert _renewed_past(held.pk, _expires_at(held.pk))
-        assert _renewed_past(held.pk, _expires_at(held.pk))  # two rounds of the heartbeat after the first let go
-    assert _expires_at(let_go.pk) == last_renewal
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_heartbeat_that_cannot_reach_the_database_marks_the_lease_lost():
-    run = RunFactory()
-    epoch = leases.claim(run.pk, owner="me")
-    with leases.Heartbeat(run.pk, epoch=epoch, interval=0.05) as beat:
-        assert _renewed_past(run.pk, _expires_at(run.pk))  # the heartbeat is connected
-        with connection.cursor() as cursor:  # its connection is cut, as by a restart or a partition
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                           " WHERE datname = current_database() AND pid <> pg_backend_pid()")
-        assert beat.lost.wait(timeout=5)
-        with pytest.raises(leases.LeaseLost):
-            beat.check()
-    # The process's heartbeat goes on, on a new connection, for the next lease.
-    with leases.Heartbeat(run.pk, epoch=epoch, interval=0.05) as beat:
-        assert _renewed_past(run.pk, _expires_at(run.pk))
-        assert not beat.lost.is_set()
-
-
-def _heartbeat_in_child(run_id: int, epoch: int, results) -> None:
-    """A forked child's heartbeat: renews its own lease, and none of its parent's."""
-    try:
-        with leases.Heartbeat(run_id, epoch=epoch, interval=0.05):
-            results.put(_renewed_past(run_id, _expires_at(run_id)) and _renewed_past(run_id, _expires_at(run_id)))
-    finally:
-        connections.close_all()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_forked_child_renews_its_own_leases_and_none_of_its_parents():
-    parents, childs = RunFactory(), RunFactory()
-    parent_epoch, child_epoch = leases.claim(parents.pk, owner="parent"), leases.claim(childs.pk, owner="child")
-    context = multiprocessing.get_context("fork")
-    results = context.Queue()
-    with leases.Heartbeat(parents.pk, epoch=parent_epoch, interval=0.05):
-        assert _renewed_past(parents.pk, _expires_at(parents.pk))  # the parent's heartbeat thread is busy
-        connections.close_all()  # the child opens its own connections
-        child = context.Process(target=_heartbeat_in_child, args=(childs.pk, child_epoch, results))
-        child.start()
-    last_renewal = _expires_at(parents.pk)  # the parent let its lease go; the child holds a copy of its heartbeat
-    assert results.get(timeout=30) is True
-    child.join(timeout=30)
-    assert child.exitcode == 0
-    assert _expires_at(parents.pk) == last_renewal
-
-
-@pytest.mark.django_db(transaction=True)
-def test_heartbeat_sets_lost_when_the_epoch_moves():
-    run = RunFactory()
-    epoch = leases.claim(run.pk, owner="me")
-    with leases.Heartbeat(run.pk, epoch=epoch, interval=0.05) as heartbeat:
-        _expire(run.pk)
-        leases.claim(run.pk, owner="thief")
-        assert heartbeat.lost.wait(timeout=5)
-        with pytest.raises(leases.LeaseLost):
-            heartbeat.check()

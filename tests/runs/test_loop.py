@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from runs import leases, loop, model_outages
+from runs import lease_renewals, leases, loop, model_outages
 from runs.llm.base import ChatRequest, ModelError, ModelReply, ToolCall
 from runs.models import Escalation, JournalEntry, OutboxMessage, OutboxStatus, Run, RunStatus, Task
 from tests.runs import loop_helpers as h
@@ -168,7 +168,7 @@ def test_lost_heartbeat_stops_the_loop_with_lease_lost():
     run = h.make_run()
     episode = h.add_episode(run, "start")
     epoch = h.claim(run)
-    heartbeat = leases.Heartbeat(run.pk, epoch=epoch)
+    heartbeat = lease_renewals.Heartbeat(run.pk, epoch=epoch)
     heartbeat.lost.set()
 
     with pytest.raises(leases.LeaseLost):

@@ -7,7 +7,7 @@ import time_machine
 from django.db import connection
 from django.utils import timezone
 
-from runs import leases, starts, worker
+from runs import lease_renewals, leases, starts, worker
 from runs.context import EpisodeOutcome
 from runs.models import Episode, EpisodeStatus, Escalation, Run, RunStatus, Task, TaskStatus
 from tests.factories import EpisodeFactory, RunFactory, TaskFactory, deployed_agent
@@ -167,12 +167,12 @@ def test_a_simulated_run_follows_its_virtual_clock(monkeypatch):
 def test_only_a_real_run_has_its_lease_renewed_by_a_heartbeat_thread(monkeypatch):
     beating = []
 
-    class Spy(leases.Heartbeat):
+    class Spy(lease_renewals.Heartbeat):
         def __init__(self, run_id: int, **kwargs) -> None:
             beating.append(run_id)
             super().__init__(run_id, **kwargs)
 
-    monkeypatch.setattr(leases, "Heartbeat", Spy)
+    monkeypatch.setattr(lease_renewals, "Heartbeat", Spy)
     fakes.install(monkeypatch)
     real, _ = _run_with_start_episode()
     simulated, _ = _run_with_start_episode(sim=True, virtual_now=timezone.now() + timedelta(minutes=1))
