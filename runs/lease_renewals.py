@@ -98,8 +98,10 @@ class _Beater:
                 self._wake.notify()
 
     def unregister(self, heartbeat: Heartbeat) -> None:
-        """No renewal of the lease starts after this returns, and one under way has come back: the holder goes on
-        to release its lease (or claim it again) with no renewal behind it."""
+        """No renewal of the lease starts after this returns, and one under way is waited for (up to 5 s): the holder
+        goes on to release its lease (or claim it again) with no renewal behind it. A renewal slower than that is
+        still harmless: it is conditioned on the epoch and on a held lease (leases.renew), so it cannot revive a
+        lease released or taken since."""
         with self._lock:
             self._leases.discard(heartbeat)
             if self._renewing is heartbeat:

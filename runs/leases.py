@@ -189,8 +189,9 @@ def fence(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
         yield write(run_id, epoch=epoch, rider=rider, with_children=with_children)
 
 
-# The run's fields that never change once it has started (runs.starts writes them, nothing writes them after; the
-# plan is runs.plan_cache's): a fence that holds an earlier row of the run takes them from there.
+# The run's fields that no episode changes once it has started (runs.starts writes them; a data migration may
+# rewrite one between episodes, which each read a fresh row; the plan is runs.plan_cache's): a fence that holds
+# the episode's own earlier row of the run takes them from there.
 STARTED_FIELDS = ("organization", "version", "sim", "external_ref", "goal", "inputs", "step_budget", "token_budget",
                   "cost_budget", "created_at")
 

@@ -31,8 +31,9 @@ class ConvertedOnce(PostgresQuery):
 
     psycopg caches that conversion only for texts under 4 KB with at most 50 parameters (its guard against ORMs'
     ever-new multi-row INSERTs), so it parses the larger hot-path statements (the claim is 6.5 KB) on every
-    execution. Hot-path texts are constants, few and reused: a bounded cache keyed by the text itself, whose
-    hash a constant string keeps. psycopg's private query class: psycopg is pinned (requirements.lock) and
+    execution. Hot-path texts are few and reused, so a bounded cache keyed by the text itself holds them (a
+    text rebuilt per call, like a fence's with its riders, costs one hash of it per execution: far less than
+    the parse). psycopg's private query class: psycopg is pinned (requirements.lock) and
     every statement test runs through it.
     """
 
