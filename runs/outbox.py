@@ -12,6 +12,7 @@ caller saw.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from datetime import datetime
 
@@ -19,7 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from connectors import addresses
-from runs import clock, escalations, leases
+from runs import clock, compliance, escalations, leases
 from runs.context import EpisodeContext
 from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus
 
@@ -57,7 +58,7 @@ def unsettled_for(run_id: int) -> list[OutboxMessage]:
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
              ordinal: int, payload: dict, not_before: datetime | None = None,
              awaiting_approval: bool = False, human_override: bool = False, sending: bool = False,
-             guarded: bool = False) -> OutboxMessage | None:
+             guarded: bool = False, within_caps: compliance.Recount | None = None) -> OutboxMessage | None:
     """The row for `key`, created pending when new; an existing row keeps its first payload.
 
     `not_before` holds the send (the window is closed or a cap is reached): the row waits for a flush.
@@ -67,6 +68,8 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
 
     `guarded`: the statement writes the row only if the address is still not suppressed and no human has taken
     the run over (the checks read those at the episode's start); None when one of them stopped it.
+    `within_caps`: the statement also counts the caps again and writes the row only if they leave room (run it
+    under the address's lock, compliance.contact_lock); None when they did not (`Recount.deferral` says until when).
 
     The episode's rows were read with its facts (runs.episode_facts) and the key names the episode, so only
     this lease holder can have written one: the row is found there or inserted, never looked up.
@@ -82,8 +85,8 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
         attempts=1 if sending else 0, attempted_at=clock.wall_now() if sending else None,
     )
     # One statement: the fence, the pending journal entries (the tool call) and the row.
-    rider = _insert_rider(message, guarded=guarded)
-    run = ctx.write(rider)
+    rider = _insert_rider(message, guarded=guarded, room=within_caps.room if within_caps is not None else "")
+    run = ctx.write(rider if within_caps is None else within_caps.rider + rider)
     message.pk = getattr(run, rider.returning.rpartition(" AS ")[2])
     if message.pk is None:
         return None
@@ -96,35 +99,43 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
 
 # The guard of a new send (open_row(guarded=True)): written only while the address is not suppressed and no
 # human has taken the run over, as the statement sees them under the run's lock.
-GUARD_SQL = """
-     WHERE NOT EXISTS (SELECT 1 FROM connectors_suppression s WHERE s.organization_id = fenced.organization_id
+GUARD_SQL = """NOT EXISTS (SELECT 1 FROM connectors_suppression s WHERE s.organization_id = fenced.organization_id
                           AND s.channel = %({name}_channel)s AND s.address = %({name}_recipient)s)
        AND NOT EXISTS (SELECT 1 FROM runs_escalation x
                         WHERE x.run_id = fenced.id AND x.kind = 'handoff' AND x.status = 'open')"""
 
 
-def _insert_rider(message: OutboxMessage, *, guarded: bool) -> leases.Rider:
-    """The row's INSERT as a rider of the fence's statement (written only when the fence holds)."""
+def _insert_rider(message: OutboxMessage, *, guarded: bool, room: str = "") -> leases.Rider:
+    """The row's INSERT as a rider of the fence's statement (written only when the fence holds, and `room`, an SQL
+    condition, when given)."""
     name = f"outbox_row_{leases.tag()}"
-    fields = [field for field in OutboxMessage._meta.concrete_fields if not field.primary_key]
+    fields, columns, values = _insert_columns()
     params = {f"{name}_{field.attname}": field.get_db_prep_save(getattr(message, field.attname), connection)
               for field in fields}
-    columns = ", ".join(f'"{field.column}"' for field in fields)
-    # Each value cast to its column's type: bound on the server, a parameter that the guard also compares would
-    # otherwise be deduced as two types (runs.statements).
-    values = ", ".join(f"%({name}_{field.attname})s::{_cast_type(field)}" for field in fields)
-    guard = GUARD_SQL.replace("{name}", name) if guarded else ""
+    conditions = [GUARD_SQL] if guarded else []
+    if room:
+        conditions.append(room)
+    where = f"\n     WHERE {' AND '.join(conditions)}" if conditions else ""
     # Names and columns are the model's own; every value is a parameter.
-    sql = f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced{guard} RETURNING id)"  # noqa: S608
+    sql = (f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced{where}"  # noqa: S608
+           " RETURNING id)").replace("{name}", name)
     return leases.Rider(sql=sql, params=params, returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608
 
 
+@functools.cache
+def _insert_columns() -> tuple[list, str, str]:
+    """The row's INSERT's fields, column list and values (`{name}` for the rider's name), once per process.
 
-def _cast_type(field) -> str:
-    """The column's type for a parameter's cast, without a varchar's length: casting to varchar(n) would cut a
-    longer value silently, where the INSERT itself refuses it."""
-    db_type = field.db_type(connection)
-    return "varchar" if db_type.startswith("varchar(") else db_type
+    Each value is cast to its column's type: bound on the server, a parameter that the guard also compares would
+    otherwise be deduced as two types (runs.statements). A varchar is cast without its length: casting to
+    varchar(n) would cut a longer value silently, where the INSERT itself refuses it."""
+    fields = [field for field in OutboxMessage._meta.concrete_fields if not field.primary_key]
+    columns = ", ".join(f'"{field.column}"' for field in fields)
+    casts = [field.db_type(connection) for field in fields]
+    values = ", ".join(f"%({{name}}_{field.attname})s::{'varchar' if cast.startswith('varchar(') else cast}"
+                       for field, cast in zip(fields, casts, strict=True))
+    return fields, columns, values
+
 
 def release_draft(message_id: int, *, payload: dict | None = None) -> OutboxMessage | None:
     """A human approved the draft (with `payload` when they edited it): pending, the next flush sends it.
@@ -164,17 +175,18 @@ def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -
     return locked
 
 
-def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | None:
+def begin_send(ctx: EpisodeContext, message: OutboxMessage, *,
+               within_caps: compliance.Recount | None = None) -> OutboxMessage | None:
     """pending|sending → sending with one more attempt, stamped with the wall time of the attempt (a later
     lookup waits for its settle window from there); None when the row moved on (nothing to send).
 
     One fenced statement (the UPDATE a rider of the fence's): its WHERE re-reads the row's status under the row's
     lock, as a locked read would. While the row is pending or sending only this lease holder writes it, so the row
-    in hand is the row, with the attempt applied.
+    in hand is the row, with the attempt applied. `within_caps`: as open_row's; None also when the caps leave no room.
     """
     attempted_at = clock.wall_now()
-    rider = _begin_rider(message, attempted_at=attempted_at)
-    run = ctx.write(rider)
+    rider = _begin_rider(message, attempted_at=attempted_at, room=within_caps.room if within_caps is not None else "")
+    run = ctx.write(rider if within_caps is None else within_caps.rider + rider)
     attempts = getattr(run, rider.returning.rpartition(" AS ")[2])
     if attempts is None:
         return None
@@ -185,15 +197,17 @@ def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | N
     return message
 
 
-def _begin_rider(message: OutboxMessage, *, attempted_at: datetime) -> leases.Rider:
-    """begin_send's UPDATE as a rider of the fence's statement; returns the row's attempts (NULL: it moved on)."""
+def _begin_rider(message: OutboxMessage, *, attempted_at: datetime, room: str = "") -> leases.Rider:
+    """begin_send's UPDATE as a rider of the fence's statement; returns the row's attempts (NULL: it moved on, or
+    `room`, an SQL condition, was false)."""
     name = f"outbox_begin_{leases.tag()}"
+    room = f" AND {room}" if room else ""
     return leases.Rider(
         sql=f""",
 {name} AS (
     UPDATE runs_outboxmessage
        SET status = 'sending', attempts = attempts + 1, attempted_at = %({name}_at)s, not_before = NULL, lookups = 0
-     WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced)
+     WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced){room}
  RETURNING attempts
 )""",  # noqa: S608 (constants; every value is a parameter)
         params={f"{name}_at": attempted_at, f"{name}_id": message.pk,
