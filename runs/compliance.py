@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
-from psycopg import Pipeline
 
 from runs import acknowledgements, leases, policy, statements
 from runs.context import EpisodeContext
@@ -130,25 +129,26 @@ def contact_lock(organization_id: int, *, channel: str, recipient: str) -> Itera
 
     The lock is a statement of its own, before that one: in READ COMMITTED each statement reads a snapshot taken
     when it starts, so a count in the lock's own statement could miss a send committed while it waited. The two go
-    in one round trip (psycopg's pipeline mode) and, outside a transaction, run as one implicit transaction that
-    the pipeline's sync right after the body's first statement commits, releasing the lock: it is never held across
-    the provider call (which comes after), and the row is durable before it. Any later statement of the body runs
-    after that commit, no longer under the lock. Inside a caller's transaction the lock lasts until that ends.
+    in one round trip (psycopg's pipeline mode, left with a sync right after the body's first statement) and,
+    outside a transaction, run as one implicit transaction that the sync commits, releasing the lock: it is never
+    held across the provider call (which comes after), and the row is durable before it. Any later statement of the
+    body runs on its own, no longer under the lock. Inside a caller's transaction the lock lasts until that ends.
     """
-    with statements.cursor() as cursor, connection.connection.pipeline() as pipeline:
+    with statements.cursor() as cursor, contextlib.ExitStack() as pipelined:
+        pipelined.enter_context(connection.connection.pipeline())
         cursor.execute(LOCK_SQL, [f"lucia:contact:{organization_id}:{channel}:{recipient}"])
-        with connection.execute_wrapper(_synced(pipeline)):
+        with connection.execute_wrapper(_leaving(pipelined)):
             yield
 
 
-def _synced(pipeline: Pipeline) -> Callable:
-    """An execute wrapper that sends each statement with a sync: it waits for the statement's results (and those
-    queued before it), and ends the implicit transaction they ran in."""
+def _leaving(pipelined: contextlib.ExitStack) -> Callable:
+    """An execute wrapper that leaves the pipeline (a sync: the results of the statements queued, the end of their
+    implicit transaction) right after the first statement it sees."""
 
     def execute(run: Callable, sql: str, params, many: bool, context: dict):
         result = run(sql, params, many, context)
         with connection.wrap_database_errors:
-            pipeline.sync()
+            pipelined.close()  # once: a closed stack has nothing left to close
         return result
 
     return execute

@@ -68,8 +68,7 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
 
     `guarded`: the statement writes the row only if the address is still not suppressed and no human has taken
     the run over (the checks read those at the episode's start); None when one of them stopped it.
-    `within_caps`: the statement also counts the caps again and writes the row only if they leave room (run it
-    under the address's lock, compliance.contact_lock); None when they did not (`Recount.deferral` says until when).
+    `within_caps` (under its compliance.contact_lock): the row is written only if the caps leave room, else None.
 
     The episode's rows were read with its facts (runs.episode_facts) and the key names the episode, so only
     this lease holder can have written one: the row is found there or inserted, never looked up.
@@ -85,8 +84,8 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
         attempts=1 if sending else 0, attempted_at=clock.wall_now() if sending else None,
     )
     # One statement: the fence, the pending journal entries (the tool call) and the row.
-    rider = _insert_rider(message, guarded=guarded, room=within_caps.room if within_caps is not None else "")
-    run = ctx.write(rider if within_caps is None else within_caps.rider + rider)
+    rider = _insert_rider(message, guarded=guarded, within_caps=within_caps)
+    run = ctx.write(rider)
     message.pk = getattr(run, rider.returning.rpartition(" AS ")[2])
     if message.pk is None:
         return None
@@ -105,30 +104,26 @@ GUARD_SQL = """NOT EXISTS (SELECT 1 FROM connectors_suppression s WHERE s.organi
                         WHERE x.run_id = fenced.id AND x.kind = 'handoff' AND x.status = 'open')"""
 
 
-def _insert_rider(message: OutboxMessage, *, guarded: bool, room: str = "") -> leases.Rider:
-    """The row's INSERT as a rider of the fence's statement (written only when the fence holds, and `room`, an SQL
-    condition, when given)."""
+def _insert_rider(message: OutboxMessage, *, guarded: bool, within_caps: compliance.Recount | None) -> leases.Rider:
+    """The row's INSERT as a rider of the fence's statement (written only when the fence holds), last."""
     name = f"outbox_row_{leases.tag()}"
     fields, columns, values = _insert_columns()
     params = {f"{name}_{field.attname}": field.get_db_prep_save(getattr(message, field.attname), connection)
               for field in fields}
-    conditions = [GUARD_SQL] if guarded else []
-    if room:
-        conditions.append(room)
+    conditions = ([GUARD_SQL] if guarded else []) + ([within_caps.room] if within_caps is not None else [])
     where = f"\n     WHERE {' AND '.join(conditions)}" if conditions else ""
     # Names and columns are the model's own; every value is a parameter.
     sql = (f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced{where}"  # noqa: S608
            " RETURNING id)").replace("{name}", name)
-    return leases.Rider(sql=sql, params=params, returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608
+    row = leases.Rider(sql=sql, params=params, returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608
+    return row if within_caps is None else within_caps.rider + row
 
 
 @functools.cache
 def _insert_columns() -> tuple[list, str, str]:
-    """The row's INSERT's fields, column list and values (`{name}` for the rider's name), once per process.
-
-    Each value is cast to its column's type: bound on the server, a parameter that the guard also compares would
-    otherwise be deduced as two types (runs.statements). A varchar is cast without its length: casting to
-    varchar(n) would cut a longer value silently, where the INSERT itself refuses it."""
+    """The INSERT's fields, columns and values (`{name}`: the rider's), once per process. Each value is cast to its
+    column's type: bound on the server, a parameter that the guard also compares would otherwise be deduced as two
+    types (runs.statements). A varchar's cast has no length: varchar(n) would cut a long value silently."""
     fields = [field for field in OutboxMessage._meta.concrete_fields if not field.primary_key]
     columns = ", ".join(f'"{field.column}"' for field in fields)
     casts = [field.db_type(connection) for field in fields]
@@ -185,8 +180,8 @@ def begin_send(ctx: EpisodeContext, message: OutboxMessage, *,
     in hand is the row, with the attempt applied. `within_caps`: as open_row's; None also when the caps leave no room.
     """
     attempted_at = clock.wall_now()
-    rider = _begin_rider(message, attempted_at=attempted_at, room=within_caps.room if within_caps is not None else "")
-    run = ctx.write(rider if within_caps is None else within_caps.rider + rider)
+    rider = _begin_rider(message, attempted_at=attempted_at, within_caps=within_caps)
+    run = ctx.write(rider)
     attempts = getattr(run, rider.returning.rpartition(" AS ")[2])
     if attempts is None:
         return None
@@ -197,12 +192,12 @@ def begin_send(ctx: EpisodeContext, message: OutboxMessage, *,
     return message
 
 
-def _begin_rider(message: OutboxMessage, *, attempted_at: datetime, room: str = "") -> leases.Rider:
-    """begin_send's UPDATE as a rider of the fence's statement; returns the row's attempts (NULL: it moved on, or
-    `room`, an SQL condition, was false)."""
+def _begin_rider(message: OutboxMessage, *, attempted_at: datetime,
+                 within_caps: compliance.Recount | None) -> leases.Rider:
+    """begin_send's UPDATE as a rider of the fence's statement, last; returns the row's attempts (NULL: it moved on)."""
     name = f"outbox_begin_{leases.tag()}"
-    room = f" AND {room}" if room else ""
-    return leases.Rider(
+    room = f" AND {within_caps.room}" if within_caps is not None else ""
+    update = leases.Rider(
         sql=f""",
 {name} AS (
     UPDATE runs_outboxmessage
@@ -210,10 +205,10 @@ def _begin_rider(message: OutboxMessage, *, attempted_at: datetime, room: str = 
      WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced){room}
  RETURNING attempts
 )""",  # noqa: S608 (constants; every value is a parameter)
-        params={f"{name}_at": attempted_at, f"{name}_id": message.pk,
-                f"{name}_from": BEGIN_FROM},
+        params={f"{name}_at": attempted_at, f"{name}_id": message.pk, f"{name}_from": BEGIN_FROM},
         returning=f", (SELECT attempts FROM {name}) AS {name}",  # noqa: S608
     )
+    return update if within_caps is None else within_caps.rider + update
 
 
 def record_sent(ctx: EpisodeContext, message: OutboxMessage, *, provider_message_id: str) -> OutboxMessage:
