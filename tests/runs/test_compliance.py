@@ -5,7 +5,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from runs import compliance, outbox, tool_executor
@@ -200,3 +200,27 @@ def test_a_held_send_waiting_for_the_address_lock_counts_the_send_recorded_under
     assert twilio.messages == []
     held = OutboxMessage.objects.get(run=run)
     assert held.status == OutboxStatus.PENDING and held.not_before > timezone.now() and held.attempts == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_failing_under_the_address_lock_releases_it_and_leaves_the_connection_usable():
+    with pytest.raises(DataError), compliance.contact_lock(1, channel="sms", recipient=s.VENDOR_NUMBER):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 / 0")
+
+    assert _advisory_locks_held() == 0
+
+
+def _advisory_locks_held() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_address_lock_is_held_through_the_first_statement_and_released_by_its_commit():
+    with compliance.contact_lock(1, channel="sms", recipient=s.VENDOR_NUMBER):
+        during = _advisory_locks_held()  # the body's first statement, in the lock's transaction
+        after = _advisory_locks_held()
+
+    assert (during, after) == (1, 0)
