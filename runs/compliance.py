@@ -169,10 +169,7 @@ class Recount:
 
     def deferral(self, ctx: EpisodeContext, *, run: Run, contact: Contact) -> tuple[datetime, str] | None:
         """(when the cap frees up, which cap) when the statement that returned `run` found no room, else None."""
-        times = getattr(run, self.name)
-        if times is None:
-            return None
-        return _deferral(ctx, limits=self.limits, times=times, now=self.now, contact=contact)
+        return _deferral(ctx, limits=self.limits, times=getattr(run, self.name), now=self.now, contact=contact)
 
 
 def recount(ctx: EpisodeContext, *, recipient: str, now: datetime) -> Recount:
@@ -276,15 +273,14 @@ SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="JOIN runs_run r ON r.id = m.run_id
 SIM_SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="", scope="m.run_id = %(run)s")
 
 # Recount's CTE: the send times recent_send_times reads for a real run, and whether each cap leaves room for one
-# more (`_ROOM`: a window's count under its limit, or a NULL limit where the plan sets no such cap). The times come
-# back only when there is no room, for the deferral.
-_ROOM = " AND ".join(f"(%({{name}}_{window})s::integer IS NULL OR count(*) FILTER"
-                     f" (WHERE t > %({{name}}_{window}_since)s) < %({{name}}_{window})s::integer)"
-                     for window, _ in CAP_WINDOWS)
-RECOUNT_SQL = """,
+# more (`_ROOM`: a window's count under its limit; a NULL limit, a cap the plan does not set, leaves room). On one
+# line: psycopg converts a statement's placeholders once per text only up to 4096 characters.
+_ROOM = " AND ".join(
+    f"coalesce(count(*) FILTER (WHERE t > %({{name}}_{window}_since)s) < %({{name}}_{window})s::integer, true)"
+    for window, _ in CAP_WINDOWS)
+RECOUNT_SQL = " ".join(""",
 {name} AS (
-    SELECT CASE WHEN room THEN NULL ELSE times END AS times, room
-      FROM (SELECT coalesce(array_agg(t ORDER BY t), '{}') AS times, {room} AS room
-              FROM ({sends}) AS sends (t)
-             WHERE t > %({name}_since)s AND t <= %({name}_until)s) AS counted
-)""".replace("{room}", _ROOM).replace("{sends}", SEND_TIMES_SQL.replace("%(", "%({name}_"))
+    SELECT coalesce(array_agg(t ORDER BY t), '{}') AS times, {room} AS room
+      FROM ({sends}) AS sends (t)
+     WHERE t > %({name}_since)s AND t <= %({name}_until)s
+)""".replace("{room}", _ROOM).replace("{sends}", SEND_TIMES_SQL.replace("%(", "%({name}_")).split())

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 
 from connectors import addresses
@@ -99,37 +100,37 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
 # The guard of a new send (open_row(guarded=True)): written only while the address is not suppressed and no
 # human has taken the run over, as the statement sees them under the run's lock.
 GUARD_SQL = """NOT EXISTS (SELECT 1 FROM connectors_suppression s WHERE s.organization_id = fenced.organization_id
-                          AND s.channel = %({name}_channel)s AND s.address = %({name}_recipient)s)
+                          AND s.channel = r.channel AND s.address = r.recipient)
        AND NOT EXISTS (SELECT 1 FROM runs_escalation x
                         WHERE x.run_id = fenced.id AND x.kind = 'handoff' AND x.status = 'open')"""
+# The row as one JSON parameter read as the table's row type (`r`): each value parsed by its column's type (a
+# varchar's length checked, as the INSERT checks it); the statement's text stays short (psycopg converts a text's
+# placeholders once only up to 4096 characters). `{columns}`: every column but the id.
+INSERT_SQL = """,
+{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced,
+           jsonb_populate_record(NULL::runs_outboxmessage, %({name}_row)s::jsonb) AS r{where} RETURNING id)"""
 
 
 def _insert_rider(message: OutboxMessage, *, guarded: bool, within_caps: compliance.Recount | None) -> leases.Rider:
     """The row's INSERT as a rider of the fence's statement (written only when the fence holds), last."""
     name = f"outbox_row_{leases.tag()}"
-    fields, columns, values = _insert_columns()
-    params = {f"{name}_{field.attname}": field.get_db_prep_save(getattr(message, field.attname), connection)
-              for field in fields}
+    columns, values, attnames = _insert_columns()
+    # Its datetimes are the only values JSON has no form for.
+    row = json.dumps({column: getattr(message, attname) for column, attname in attnames}, default=datetime.isoformat)
     conditions = ([GUARD_SQL] if guarded else []) + ([within_caps.room] if within_caps is not None else [])
     where = f"\n     WHERE {' AND '.join(conditions)}" if conditions else ""
-    # Names and columns are the model's own; every value is a parameter.
-    sql = (f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced{where}"  # noqa: S608
-           " RETURNING id)").replace("{name}", name)
-    row = leases.Rider(sql=sql, params=params, returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608
-    return row if within_caps is None else within_caps.rider + row
+    sql = INSERT_SQL.format(name=name, columns=columns, values=values, where=where)
+    insert = leases.Rider(sql=sql, params={f"{name}_row": row},
+                          returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608 (a name, no value)
+    return insert if within_caps is None else within_caps.rider + insert
 
 
 @functools.cache
-def _insert_columns() -> tuple[list, str, str]:
-    """The INSERT's fields, columns and values (`{name}`: the rider's), once per process. Each value is cast to its
-    column's type: bound on the server, a parameter that the guard also compares would otherwise be deduced as two
-    types (runs.statements). A varchar's cast has no length: varchar(n) would cut a long value silently."""
+def _insert_columns() -> tuple[str, str, list[tuple[str, str]]]:
+    """The INSERT's columns, its values (read from `r`) and each column's attribute, once per process."""
     fields = [field for field in OutboxMessage._meta.concrete_fields if not field.primary_key]
-    columns = ", ".join(f'"{field.column}"' for field in fields)
-    casts = [field.db_type(connection) for field in fields]
-    values = ", ".join(f"%({{name}}_{field.attname})s::{'varchar' if cast.startswith('varchar(') else cast}"
-                       for field, cast in zip(fields, casts, strict=True))
-    return fields, columns, values
+    return (", ".join(f'"{field.column}"' for field in fields), ", ".join(f'r."{field.column}"' for field in fields),
+            [(field.column, field.attname) for field in fields])
 
 
 def release_draft(message_id: int, *, payload: dict | None = None) -> OutboxMessage | None:
