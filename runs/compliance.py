@@ -13,13 +13,13 @@ text is added by the runtime, so the model cannot forget it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection
 
-from runs import acknowledgements, policy, statements
+from runs import acknowledgements, leases, policy, statements
 from runs.context import EpisodeContext
 from runs.episode_records import escalate, record
 from runs.models import Contact, EscalationKind, JournalKind, OutboxStatus, Run
@@ -114,20 +114,80 @@ def check(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, conta
 
 
 def has_caps(plan: dict) -> bool:
-    caps = (plan.get("compliance") or {}).get("per_contact_caps") or {}
-    return any(caps.get(name) for name, _ in CAP_WINDOWS)
+    return bool(_limits(plan))
+
+
+# The organization's lock on one address (contact_lock): a transaction-level advisory lock.
+LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 
 
 @contextlib.contextmanager
 def contact_lock(organization_id: int, *, channel: str, recipient: str) -> Iterator[None]:
-    """A transaction holding the organization's lock on one address: checking a cap and recording the send
-    (the row turning `sending`, which the caps count) happen inside it, so two runs writing to the same person
-    at once cannot both see room for one more message. A transaction-level advisory lock: it is released by
-    the commit, never held across the provider call (which comes after)."""
-    with transaction.atomic(), statements.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                       [f"lucia:contact:{organization_id}:{channel}:{recipient}"])
-        yield
+    """The organization's lock on one address, held through the body's first statement: the one that records the
+    send (the row turning `sending`, which the caps count) only if the caps, counted again in it (`recount`), leave
+    room. Two runs writing to the same person at once cannot both see room for one more message.
+
+    The lock is a statement of its own, before that one: in READ COMMITTED each statement reads a snapshot taken
+    when it starts, so a count in the lock's own statement could miss a send committed while it waited. The two go
+    in one round trip (psycopg's pipeline mode, left with a sync right after the body's first statement) and,
+    outside a transaction, run as one implicit transaction that the sync commits, releasing the lock: it is never
+    held across the provider call (which comes after), and the row is durable before it. Any later statement of the
+    body runs on its own, no longer under the lock. Inside a caller's transaction the lock lasts until that ends.
+    """
+    with statements.cursor() as cursor, contextlib.ExitStack() as pipelined:
+        pipelined.enter_context(connection.connection.pipeline())
+        cursor.execute(LOCK_SQL, [f"lucia:contact:{organization_id}:{channel}:{recipient}"])
+        with connection.execute_wrapper(_leaving(pipelined)):
+            yield
+
+
+def _leaving(pipelined: contextlib.ExitStack) -> Callable:
+    """An execute wrapper that leaves the pipeline (a sync: the results of the statements queued, the end of their
+    implicit transaction) right after the first statement it sees."""
+
+    def execute(run: Callable, sql: str, params, many: bool, context: dict):
+        result = run(sql, params, many, context)
+        with connection.wrap_database_errors:
+            pipelined.close()  # once: a closed stack has nothing left to close
+        return result
+
+    return execute
+
+
+@dataclass(frozen=True)
+class Recount:
+    """The per-contact caps counted again inside the statement that records a send, under the address's lock
+    (contact_lock): `rider` counts them (a CTE of the fence's statement, runs.leases.Rider), `room` is the SQL
+    condition that one more send fits every cap, which the statement's write of the row requires. A real run's
+    sends only (a simulation's caps count its own sends, which one lease holder makes: no race to close)."""
+
+    rider: leases.Rider
+    room: str
+    name: str
+    limits: list[tuple[str, int, timedelta]]
+    now: datetime
+
+    def deferral(self, ctx: EpisodeContext, *, run: Run, contact: Contact) -> tuple[datetime, str] | None:
+        """(when the cap frees up, which cap) when the statement that returned `run` found no room, else None."""
+        return _deferral(ctx, limits=self.limits, times=getattr(run, self.name), now=self.now, contact=contact)
+
+
+def recount(ctx: EpisodeContext, *, recipient: str, now: datetime) -> Recount:
+    """The caps' recount of a real run's send to `recipient` as of `now` (the run's clock, later than the
+    episode's start: sends recorded since the episode began count)."""
+    limits = _limits(ctx.plan)
+    name = f"caps_{leases.tag()}"
+    longest = max((span for _, _, span in limits), default=timedelta(0))
+    params = {f"{name}_recipient": recipient, f"{name}_statuses": list(COUNTED_STATUSES),
+              f"{name}_organization": ctx.run.organization_id, f"{name}_since": now - longest, f"{name}_until": now}
+    caps = {window: limit for window, limit, _ in limits}
+    for window, span in CAP_WINDOWS:
+        params[f"{name}_{window}"] = caps.get(window)
+        params[f"{name}_{window}_since"] = now - span
+    # Names only in the SQL; every value is a parameter.
+    rider = leases.Rider(sql=RECOUNT_SQL.replace("{name}", name), params=params,
+                         returning=f", (SELECT times FROM {name}) AS {name}")  # noqa: S608
+    return Recount(rider=rider, room=f"(SELECT room FROM {name})", name=name, limits=limits, now=now)  # noqa: S608
 
 
 def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact,
@@ -137,11 +197,9 @@ def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact,
     Caps count the organization's sends to the recipient (every run, rolling
     windows on the run's clock): one person gets at most per_day messages a
     day from the organization, however many agents chase them. `now`: the
-    instant to count up to when it is later than the episode's (a check
-    under the address's lock must see sends recorded since the episode began).
+    instant to count up to when it is later than the episode's.
     """
-    caps = (ctx.plan.get("compliance") or {}).get("per_contact_caps") or {}
-    limits = [(name, int(caps[name]), span) for name, span in CAP_WINDOWS if caps.get(name)]
+    limits = _limits(ctx.plan)
     if not limits:
         return None
     longest = max(span for _, _, span in limits)
@@ -154,6 +212,18 @@ def cap_deferral(ctx: EpisodeContext, *, recipient: str, contact: Contact,
     else:
         now = now or ctx.now
         times = recent_send_times(ctx.run, recipient=recipient, since=now - longest, until=now)
+    return _deferral(ctx, limits=limits, times=times, now=now, contact=contact)
+
+
+def _limits(plan: dict) -> list[tuple[str, int, timedelta]]:
+    """The plan's caps: (window, most messages in it, its span)."""
+    caps = (plan.get("compliance") or {}).get("per_contact_caps") or {}
+    return [(name, int(caps[name]), span) for name, span in CAP_WINDOWS if caps.get(name)]
+
+
+def _deferral(ctx: EpisodeContext, *, limits: list[tuple[str, int, timedelta]], times: list[datetime],
+              now: datetime, contact: Contact) -> tuple[datetime, str] | None:
+    """cap_deferral's answer from the send times in the longest window up to `now`, oldest first."""
     free_at, rule = None, ""
     for name, limit, span in limits:
         inside = [at for at in times if at > now - span]
@@ -201,3 +271,16 @@ _SEND_TIMES_SQL = """
 SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="JOIN runs_run r ON r.id = m.run_id",
                                         scope="r.organization_id = %(organization)s AND NOT r.sim")
 SIM_SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="", scope="m.run_id = %(run)s")
+
+# Recount's CTE: the send times recent_send_times reads for a real run, and whether each cap leaves room for one
+# more (`_ROOM`: a window's count under its limit; a NULL limit, a cap the plan does not set, leaves room). On one
+# line: psycopg converts a statement's placeholders once per text only up to 4096 characters.
+_ROOM = " AND ".join(
+    f"coalesce(count(*) FILTER (WHERE t > %({{name}}_{window}_since)s) < %({{name}}_{window})s::integer, true)"
+    for window, _ in CAP_WINDOWS)
+RECOUNT_SQL = " ".join(""",
+{name} AS (
+    SELECT coalesce(array_agg(t ORDER BY t), '{}') AS times, {room} AS room
+      FROM ({sends}) AS sends (t)
+     WHERE t > %({name}_since)s AND t <= %({name}_until)s
+)""".replace("{room}", _ROOM).replace("{sends}", SEND_TIMES_SQL.replace("%(", "%({name}_")).split())

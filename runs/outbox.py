@@ -12,14 +12,16 @@ caller saw.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 
 from connectors import addresses
-from runs import clock, escalations, leases
+from runs import clock, compliance, escalations, leases
 from runs.context import EpisodeContext
 from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus
 
@@ -57,7 +59,7 @@ def unsettled_for(run_id: int) -> list[OutboxMessage]:
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
              ordinal: int, payload: dict, not_before: datetime | None = None,
              awaiting_approval: bool = False, human_override: bool = False, sending: bool = False,
-             guarded: bool = False) -> OutboxMessage | None:
+             guarded: bool = False, within_caps: compliance.Recount | None = None) -> OutboxMessage | None:
     """The row for `key`, created pending when new; an existing row keeps its first payload.
 
     `not_before` holds the send (the window is closed or a cap is reached): the row waits for a flush.
@@ -67,6 +69,7 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
 
     `guarded`: the statement writes the row only if the address is still not suppressed and no human has taken
     the run over (the checks read those at the episode's start); None when one of them stopped it.
+    `within_caps` (under its compliance.contact_lock): the row is written only if the caps leave room, else None.
 
     The episode's rows were read with its facts (runs.episode_facts) and the key names the episode, so only
     this lease holder can have written one: the row is found there or inserted, never looked up.
@@ -82,7 +85,7 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
         attempts=1 if sending else 0, attempted_at=clock.wall_now() if sending else None,
     )
     # One statement: the fence, the pending journal entries (the tool call) and the row.
-    rider = _insert_rider(message, guarded=guarded)
+    rider = _insert_rider(message, guarded=guarded, within_caps=within_caps)
     run = ctx.write(rider)
     message.pk = getattr(run, rider.returning.rpartition(" AS ")[2])
     if message.pk is None:
@@ -96,35 +99,39 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
 
 # The guard of a new send (open_row(guarded=True)): written only while the address is not suppressed and no
 # human has taken the run over, as the statement sees them under the run's lock.
-GUARD_SQL = """
-     WHERE NOT EXISTS (SELECT 1 FROM connectors_suppression s WHERE s.organization_id = fenced.organization_id
-                          AND s.channel = %({name}_channel)s AND s.address = %({name}_recipient)s)
+GUARD_SQL = """NOT EXISTS (SELECT 1 FROM connectors_suppression s WHERE s.organization_id = fenced.organization_id
+                          AND s.channel = r.channel AND s.address = r.recipient)
        AND NOT EXISTS (SELECT 1 FROM runs_escalation x
                         WHERE x.run_id = fenced.id AND x.kind = 'handoff' AND x.status = 'open')"""
+# The row as one JSON parameter read as the table's row type (`r`): each value parsed by its column's type (a
+# varchar's length checked, as the INSERT checks it); the statement's text stays short (psycopg converts a text's
+# placeholders once only up to 4096 characters). `{columns}`: every column but the id.
+INSERT_SQL = """,
+{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced,
+           jsonb_populate_record(NULL::runs_outboxmessage, %({name}_row)s::jsonb) AS r{where} RETURNING id)"""
 
 
-def _insert_rider(message: OutboxMessage, *, guarded: bool) -> leases.Rider:
-    """The row's INSERT as a rider of the fence's statement (written only when the fence holds)."""
+def _insert_rider(message: OutboxMessage, *, guarded: bool, within_caps: compliance.Recount | None) -> leases.Rider:
+    """The row's INSERT as a rider of the fence's statement (written only when the fence holds), last."""
     name = f"outbox_row_{leases.tag()}"
+    columns, values, attnames = _insert_columns()
+    # Its datetimes are the only values JSON has no form for.
+    row = json.dumps({column: getattr(message, attname) for column, attname in attnames}, default=datetime.isoformat)
+    conditions = ([GUARD_SQL] if guarded else []) + ([within_caps.room] if within_caps is not None else [])
+    where = f"\n     WHERE {' AND '.join(conditions)}" if conditions else ""
+    sql = INSERT_SQL.format(name=name, columns=columns, values=values, where=where)
+    insert = leases.Rider(sql=sql, params={f"{name}_row": row},
+                          returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608 (a name, no value)
+    return insert if within_caps is None else within_caps.rider + insert
+
+
+@functools.cache
+def _insert_columns() -> tuple[str, str, list[tuple[str, str]]]:
+    """The INSERT's columns, its values (read from `r`) and each column's attribute, once per process."""
     fields = [field for field in OutboxMessage._meta.concrete_fields if not field.primary_key]
-    params = {f"{name}_{field.attname}": field.get_db_prep_save(getattr(message, field.attname), connection)
-              for field in fields}
-    columns = ", ".join(f'"{field.column}"' for field in fields)
-    # Each value cast to its column's type: bound on the server, a parameter that the guard also compares would
-    # otherwise be deduced as two types (runs.statements).
-    values = ", ".join(f"%({name}_{field.attname})s::{_cast_type(field)}" for field in fields)
-    guard = GUARD_SQL.replace("{name}", name) if guarded else ""
-    # Names and columns are the model's own; every value is a parameter.
-    sql = f",\n{name} AS (INSERT INTO runs_outboxmessage ({columns}) SELECT {values} FROM fenced{guard} RETURNING id)"  # noqa: S608
-    return leases.Rider(sql=sql, params=params, returning=f", (SELECT id FROM {name}) AS {name}")  # noqa: S608
+    return (", ".join(f'"{field.column}"' for field in fields), ", ".join(f'r."{field.column}"' for field in fields),
+            [(field.column, field.attname) for field in fields])
 
-
-
-def _cast_type(field) -> str:
-    """The column's type for a parameter's cast, without a varchar's length: casting to varchar(n) would cut a
-    longer value silently, where the INSERT itself refuses it."""
-    db_type = field.db_type(connection)
-    return "varchar" if db_type.startswith("varchar(") else db_type
 
 def release_draft(message_id: int, *, payload: dict | None = None) -> OutboxMessage | None:
     """A human approved the draft (with `payload` when they edited it): pending, the next flush sends it.
@@ -164,16 +171,17 @@ def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -
     return locked
 
 
-def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | None:
+def begin_send(ctx: EpisodeContext, message: OutboxMessage, *,
+               within_caps: compliance.Recount | None = None) -> OutboxMessage | None:
     """pending|sending → sending with one more attempt, stamped with the wall time of the attempt (a later
     lookup waits for its settle window from there); None when the row moved on (nothing to send).
 
     One fenced statement (the UPDATE a rider of the fence's): its WHERE re-reads the row's status under the row's
     lock, as a locked read would. While the row is pending or sending only this lease holder writes it, so the row
-    in hand is the row, with the attempt applied.
+    in hand is the row, with the attempt applied. `within_caps`: as open_row's; None also when the caps leave no room.
     """
     attempted_at = clock.wall_now()
-    rider = _begin_rider(message, attempted_at=attempted_at)
+    rider = _begin_rider(message, attempted_at=attempted_at, within_caps=within_caps)
     run = ctx.write(rider)
     attempts = getattr(run, rider.returning.rpartition(" AS ")[2])
     if attempts is None:
@@ -185,21 +193,23 @@ def begin_send(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | N
     return message
 
 
-def _begin_rider(message: OutboxMessage, *, attempted_at: datetime) -> leases.Rider:
-    """begin_send's UPDATE as a rider of the fence's statement; returns the row's attempts (NULL: it moved on)."""
+def _begin_rider(message: OutboxMessage, *, attempted_at: datetime,
+                 within_caps: compliance.Recount | None) -> leases.Rider:
+    """begin_send's UPDATE as a rider of the fence's statement, last; returns the row's attempts (NULL: it moved on)."""
     name = f"outbox_begin_{leases.tag()}"
-    return leases.Rider(
+    room = f" AND {within_caps.room}" if within_caps is not None else ""
+    update = leases.Rider(
         sql=f""",
 {name} AS (
     UPDATE runs_outboxmessage
        SET status = 'sending', attempts = attempts + 1, attempted_at = %({name}_at)s, not_before = NULL, lookups = 0
-     WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced)
+     WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced){room}
  RETURNING attempts
 )""",  # noqa: S608 (constants; every value is a parameter)
-        params={f"{name}_at": attempted_at, f"{name}_id": message.pk,
-                f"{name}_from": BEGIN_FROM},
+        params={f"{name}_at": attempted_at, f"{name}_id": message.pk, f"{name}_from": BEGIN_FROM},
         returning=f", (SELECT attempts FROM {name}) AS {name}",  # noqa: S608
     )
+    return update if within_caps is None else within_caps.rider + update
 
 
 def record_sent(ctx: EpisodeContext, message: OutboxMessage, *, provider_message_id: str) -> OutboxMessage:

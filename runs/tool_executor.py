@@ -244,7 +244,7 @@ def _call_provider(ctx: EpisodeContext, sending: OutboxMessage, *, connector: Co
 
 
 def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | SendOutcome | None:
-    """begin_send, with the per-contact caps checked again under the address's lock when the plan has caps:
+    """begin_send, with the per-contact caps counted again under the address's lock when the plan has caps:
     another run may have taken the last slot since this send was decided. A row already `sending` (resent
     after a lookup said "not found") was counted when it first went out and is not checked again."""
     # A simulation's caps count only its own sends, and one lease holder makes them: no race to close.
@@ -252,11 +252,16 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMes
     if (ctx.run.sim or message.status != OutboxStatus.PENDING or contact is None
             or not compliance.has_caps(ctx.plan)):
         return outbox.begin_send(ctx, message)
+    recount = compliance.recount(ctx, recipient=message.recipient, now=clock.now(ctx.run))
     with compliance.contact_lock(ctx.run.organization_id, channel=message.channel, recipient=message.recipient):
-        capped = compliance.cap_deferral(ctx, recipient=message.recipient, contact=contact, now=clock.now(ctx.run))
-        if capped is None:
-            return outbox.begin_send(ctx, message)
-        held = outbox.hold(ctx, message, not_before=capped[0])
+        sending = outbox.begin_send(ctx, message, within_caps=recount)
+    capped = recount.deferral(ctx, run=ctx.latest, contact=contact) if sending is None else None
+    if capped is None:
+        return sending
+    # Held: a pending row is not counted, so it needs no lock.
+    held = outbox.hold(ctx, message, not_before=capped[0])
+    if held.status != OutboxStatus.PENDING:  # settled meanwhile: read it again
+        return None
     record(ctx, JournalKind.POLICY_BLOCK, {"tool": message.tool, "rule": "per_contact_cap", "cap": capped[1],
                                            "recipient": message.recipient, "outbox_id": message.pk,
                                            "deferred_until": capped[0].isoformat(), "at_send": True})
@@ -265,17 +270,24 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMes
 
 def _open_within_caps(ctx: EpisodeContext, *, contact: Contact, key: str, tool: str, channel: str, recipient: str,
                       task_key: str, ordinal: int, payload: dict) -> OutboxMessage | None:
-    """A new send's row, written under the address's lock after the caps are counted again: `sending` (the attempt
-    begins with it) when there is room, else pending until the cap frees up. Another run may have taken the last
-    slot since this send was decided; the lock keeps any other from taking it until this row is committed.
+    """A new send's row, written `sending` (the attempt begins with it) under the address's lock by the statement
+    that counts the caps again, if they leave room; else pending until the cap frees up. Another run may have taken
+    the last slot since this send was decided; the lock keeps any other from taking it until this row is committed.
     None when the row's guard stopped it (outbox.open_row)."""
+    opening = dict(key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key, ordinal=ordinal,
+                   payload=payload, guarded=True)
+    recount = compliance.recount(ctx, recipient=recipient, now=clock.now(ctx.run))
     with compliance.contact_lock(ctx.run.organization_id, channel=channel, recipient=recipient):
-        capped = compliance.cap_deferral(ctx, recipient=recipient, contact=contact, now=clock.now(ctx.run))
-        message = outbox.open_row(ctx, key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key,
-                                  ordinal=ordinal, payload=payload, not_before=capped[0] if capped else None,
-                                  sending=capped is None, guarded=True)
-    if message is not None and capped is not None:
-        # Held, nothing leaves the process: the entry waits for the episode's next fenced write.
+        message = outbox.open_row(ctx, **opening, sending=True, within_caps=recount)
+    if message is not None:
+        return message
+    capped = recount.deferral(ctx, run=ctx.latest, contact=contact)
+    if capped is None:  # the guard stopped it
+        return None
+    # Held: a pending row is not counted, so it needs no lock.
+    message = outbox.open_row(ctx, **opening, not_before=capped[0])
+    if message is not None:
+        # Nothing leaves the process: the entry waits for the episode's next fenced write.
         ctx.journal(JournalKind.POLICY_BLOCK, {"tool": tool, "rule": "per_contact_cap", "cap": capped[1],
                                                "recipient": recipient, "outbox_id": message.pk,
                                                "deferred_until": capped[0].isoformat(), "at_send": True})

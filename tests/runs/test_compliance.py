@@ -1,17 +1,18 @@
 """Per-contact caps hold when two runs write to the same person at the same instant (real threads): a new send,
-and a held one whose time has come."""
+and a held one whose time has come; and a send that waits for the address's lock counts what its holder recorded."""
 
 import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import DataError, connection, transaction
 from django.utils import timezone
 
 from runs import compliance, outbox, tool_executor
 from runs.models import JournalEntry, OutboxMessage, OutboxStatus
 from tests.runs import loop_helpers as h
 from tests.runs import send_helpers as s
+from tests.runs.lock_waits import wait_for_a_lock_wait
 
 
 @pytest.fixture(autouse=True)
@@ -110,3 +111,116 @@ def test_two_runs_flushing_held_sends_to_the_same_contact_send_only_what_the_cap
     assert OutboxMessage.objects.filter(status=OutboxStatus.SENT).count() == 1
     held = OutboxMessage.objects.get(status=OutboxStatus.PENDING)
     assert held.not_before > timezone.now() and held.attempts == 0
+
+
+def _a_send_recorded_under_the_lock(run, *, holding: threading.Event, release: threading.Event) -> None:
+    """Another run of the organization records a send to the vendor's number under the address's lock, in a
+    transaction that commits (releasing the lock) once `release` is set."""
+    with transaction.atomic():
+        with compliance.contact_lock(run.organization_id, channel="sms", recipient=s.VENDOR_NUMBER):
+            OutboxMessage.objects.create(
+                idem_key=outbox.idem_key(run_id=run.pk, episode_id=0, task_key="", tool="send_sms",
+                                         recipient=s.VENDOR_NUMBER, ordinal=0),
+                run=run, episode=h.add_episode(run, "start"), tool="send_sms", channel="sms",
+                recipient=s.VENDOR_NUMBER, payload={"body": "Your W-9, please."}, created_at=timezone.now(),
+                status=OutboxStatus.SENDING, attempts=1, attempted_at=timezone.now(),
+            )
+        holding.set()
+        release.wait(60)
+
+
+def _behind_the_lock(step, *, organization) -> object:
+    """Run `step()` in a thread while another run holds the address's lock with a send it has not committed yet;
+    the holder commits once the step waits for the lock. What `step` returned."""
+    other = s.real_run(s.open_plan(), organization=organization)
+    holding, release = threading.Event(), threading.Event()
+    results, errors = {}, []
+
+    def in_thread(name, work):
+        def target():
+            try:
+                results[name] = work()
+            except Exception as exc:  # surfaced below
+                errors.append(exc)
+            finally:
+                connection.close()
+        thread = threading.Thread(target=target)
+        thread.start()
+        return thread
+
+    holder = in_thread("holder", lambda: _a_send_recorded_under_the_lock(other, holding=holding, release=release))
+    assert holding.wait(30)
+    stepper = in_thread("step", step)
+    # Polled from here, outside the holder's transaction (a transaction sees one snapshot of pg_stat_activity).
+    waited = wait_for_a_lock_wait()
+    release.set()
+    for thread in (holder, stepper):
+        thread.join(60)
+    assert waited, "the send did not wait for the address's lock"
+    assert errors == []
+    return results["step"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_send_waiting_for_the_address_lock_counts_the_send_recorded_under_it(twilio):
+    run = s.real_run(s.open_plan(per_contact_caps={"per_day": 1, "per_week": 5}))
+    s.sms_identity(run.organization, twilio)
+    episode, epoch = h.add_episode(run, "start"), h.claim(run)
+
+    # The episode's facts hold no send to the number: the decision sees room, the count under the lock does not.
+    result = _behind_the_lock(lambda: s.dispatch(run, episode, "send_sms", s.SMS, epoch=epoch)[0],
+                              organization=run.organization)
+
+    assert result["status"] == "held"
+    assert twilio.messages == []
+    held = OutboxMessage.objects.get(run=run)
+    assert held.status == OutboxStatus.PENDING and held.not_before > timezone.now()
+    block = JournalEntry.objects.get(run=run, kind="policy_block")
+    assert block.data["at_send"] is True and block.data["cap"] == "per_day"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_held_send_waiting_for_the_address_lock_counts_the_send_recorded_under_it(twilio):
+    run = s.real_run(s.open_plan(per_contact_caps={"per_day": 1, "per_week": 5}))
+    s.sms_identity(run.organization, twilio)
+    episode = h.add_episode(run, "flush")
+    OutboxMessage.objects.create(
+        idem_key=outbox.idem_key(run_id=run.pk, episode_id=episode.pk, task_key="", tool="send_sms",
+                                 recipient=s.VENDOR_NUMBER, ordinal=0),
+        run=run, episode=episode, tool="send_sms", channel="sms", recipient=s.VENDOR_NUMBER,
+        payload={"body": "Your W-9, please."}, created_at=timezone.now() - timedelta(hours=2),
+        not_before=timezone.now() - timedelta(hours=1),
+    )
+    epoch = h.claim(run)
+
+    outcomes = _behind_the_lock(lambda: tool_executor.flush_pending(h.context(run, episode, epoch=epoch)),
+                                organization=run.organization)
+
+    assert [outcome.status for outcome in outcomes] == ["held"]
+    assert twilio.messages == []
+    held = OutboxMessage.objects.get(run=run)
+    assert held.status == OutboxStatus.PENDING and held.not_before > timezone.now() and held.attempts == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_failing_under_the_address_lock_releases_it_and_leaves_the_connection_usable():
+    with pytest.raises(DataError), compliance.contact_lock(1, channel="sms", recipient=s.VENDOR_NUMBER):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 / 0")
+
+    assert _advisory_locks_held() == 0
+
+
+def _advisory_locks_held() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_address_lock_is_held_through_the_first_statement_and_released_by_its_commit():
+    with compliance.contact_lock(1, channel="sms", recipient=s.VENDOR_NUMBER):
+        during = _advisory_locks_held()  # the body's first statement, in the lock's transaction
+        after = _advisory_locks_held()
+
+    assert (during, after) == (1, 0)
