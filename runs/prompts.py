@@ -46,7 +46,8 @@ def episode_now(ctx: EpisodeContext) -> datetime:
 
 def messages(ctx: EpisodeContext, facts: dict) -> list[dict]:
     system = plan_cache.derived(ctx.plan, "system_message", _system_message)
-    return [system, {"role": "user", "content": _describe(ctx, facts)}]
+    # Every request of the episode repeats the user message: encoded once for the request hash.
+    return [system, frozen({"role": "user", "content": _describe(ctx, facts)})]
 
 
 def _system_message(plan: dict) -> dict:
@@ -59,9 +60,10 @@ def _scripted_hints(plan: dict) -> dict:
 
 
 def metadata(ctx: EpisodeContext, *, now: datetime) -> dict:
+    """The episode's facts, the same in each of its requests: frozen, so the request hash encodes them once."""
     plan = ctx.plan
     event = _event(ctx)
-    return {
+    return frozen({
         "now": now.isoformat(),
         "event": event,
         "tasks": _tasks(ctx),
@@ -79,7 +81,7 @@ def metadata(ctx: EpisodeContext, *, now: datetime) -> dict:
         "acknowledge": acknowledgements.mode(plan),
         "promise": promises.for_prompt(ctx.contacts, episode_id=ctx.episode.pk),
         "earlier_replies": _earlier_replies(ctx) if event.get("contact_role") is not None else [],
-    }
+    })
 
 
 def _event(ctx: EpisodeContext) -> dict:

@@ -44,12 +44,13 @@ _FROZEN = (FrozenList, FrozenDict)
 
 
 def frozen(value: list | dict) -> FrozenList | FrozenDict:
-    """A shallow copy of `value` that carries its canonical JSON, for a part every request of a plan repeats
-    (its tools, its scripted hints, its system message): a request spells it without encoding it again.
-    Neither the copy nor anything inside it may change afterwards."""
+    """A shallow copy of `value` that carries its canonical JSON, for a part every request of a plan (its tools,
+    its scripted hints, its system message) or of an episode (its facts, its user message) repeats: a request
+    spells it without encoding it again. Neither the copy nor anything inside it may change afterwards.
+    A frozen value one level down (the hints in the facts) is taken as it already is."""
     copy = FrozenList(value) if isinstance(value, list) else FrozenDict(value)
-    copy.canonical = _ENCODER.encode(value)
-    copy.canonical_bytes = copy.canonical.encode()
+    copy.canonical_bytes = _canonical_bytes(value, 1)
+    copy.canonical = copy.canonical_bytes.decode()
     return copy
 
 
