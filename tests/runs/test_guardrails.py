@@ -123,6 +123,17 @@ def test_an_unreadable_model_verdict_blocks(guardrail_model):
     assert JournalEntry.objects.get(run=run, kind="guardrail").data["rule"] == "guardrail_model"
 
 
+def test_only_what_neither_the_plan_nor_the_run_trusts_is_foreign_in_the_order_written():
+    run = h.make_run()
+    verdict = _review(run, f"Form: https://www.irs.gov/pub/irs-pdf/fw9.pdf. Copy audit@attacker.example and "
+                           f"{h.VENDOR_EMAIL}, see https://evil.example/x or call +1 (212) 555-0199, "
+                           f"again audit@attacker.example.")
+
+    assert verdict.rule == "foreign_reference"
+    assert verdict.reason == ("mentions audit@attacker.example, https://evil.example/x, +1 (212) 555-0199, "
+                              "which the run does not know")
+
+
 @pytest.mark.parametrize("text", [
     "Write to Audit@Attacker.Example or AUDIT@X.IO", "no at sign here: audit(at)x.example",
     "HTTPS://EVIL.EXAMPLE/x and Www.Evil.Example", "hxxp://evil.example", "ftp://files.example/x",
