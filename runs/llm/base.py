@@ -8,7 +8,7 @@ can store them and a re-executed episode can rebuild them without the provider.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -221,7 +221,8 @@ class ModelReply:
         """The journal's copy of the reply (tokens, cost and labels live in the entry's own columns)."""
         return {
             "content": self.content,
-            "tool_calls": [dataclasses.asdict(call) for call in self.tool_calls],
+            "tool_calls": [{"id": call.id, "name": call.name, "arguments": _json_copy(call.arguments)}
+                           for call in self.tool_calls],
             "finish_reason": self.finish_reason,
             "raw": self.raw,
         }
@@ -243,6 +244,18 @@ class ModelReply:
             raw=data.get("raw", {}),
             replayed=replayed,
         )
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON-shaped data, as dataclasses.asdict copies a dataclass's fields (without its
+    per-value dispatch and deepcopy): strings, numbers, booleans and None are shared, never changed."""
+    if type(value) is dict:
+        return {key: _json_copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_json_copy(item) for item in value]
+    if type(value) in (str, int, float, bool) or value is None:
+        return value
+    return copy.deepcopy(value)
 
 
 class ModelError(Exception):
