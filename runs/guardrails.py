@@ -150,9 +150,9 @@ def _foreign_references(ctx: EpisodeContext, text: str) -> list[str]:
     return list(dict.fromkeys(emails + urls + phones))
 
 
-# A scan costs more than the rest of a send's rules: a text without what a pattern cannot match without finds
-# nothing, unscanned. Exact, not a heuristic: EMAIL needs an "@"; URL "://" or "www." (its IGNORECASE matches no
-# other letters for h, t, p, w than their two cases, which lower() brings to one); PHONE a "+", a "(" or PHONE_HINT.
+# A scan costs more than the rest of a send's rules, so a text lacking what every match holds is not scanned.
+# Exact, not a heuristic: EMAIL needs an "@"; URL "://" or "www." (IGNORECASE matches "w" by its two cases only,
+# which lower() makes one); PHONE a "+", a "(" or PHONE_HINT.
 def _emails(text: str) -> list[str]:
     return EMAIL.findall(text) if "@" in text else []
 

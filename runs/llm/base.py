@@ -8,9 +8,9 @@ can store them and a re-executed episode can rebuild them without the provider.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
+from copy import deepcopy
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
@@ -255,7 +255,7 @@ def _json_copy(value: Any) -> Any:
         return [_json_copy(item) for item in value]
     if type(value) in (str, int, float, bool) or value is None:
         return value
-    return copy.deepcopy(value)
+    return deepcopy(value)
 
 
 class ModelError(Exception):
