@@ -164,15 +164,18 @@ class ChatRequest:
         changed after it is built."""
         known = self.__dict__.get("_request_hash")
         if known is None:
-            body = {
-                "model": self.model,
-                "messages": self.messages,
-                "tools": self.tools,
-                "temperature": self.temperature,
-                "metadata": self.metadata,
-            }
-            # Split down to the messages and the metadata's values, where a plan's frozen parts are.
-            known = hashlib.sha256(_canonical_bytes(body, 2)).hexdigest()
+            # canonical_json({"model", "messages", "tools", "temperature", "metadata"}), its members in key order,
+            # fed to the digest as written; split down to the messages and the metadata's values, where the plan's
+            # and the episode's frozen parts are.
+            digest = hashlib.sha256(b'{"messages":')
+            digest.update(_canonical_bytes(self.messages, 1))
+            digest.update(b',"metadata":')
+            digest.update(_canonical_bytes(self.metadata, 1))
+            digest.update(f',"model":{_ENCODER.encode(self.model)},"temperature":{_ENCODER.encode(self.temperature)}'
+                          f',"tools":'.encode())
+            digest.update(_canonical_bytes(self.tools, 1))
+            digest.update(b"}")
+            known = digest.hexdigest()
             object.__setattr__(self, "_request_hash", known)
         return known
 
