@@ -105,12 +105,15 @@ def _ask(ctx: EpisodeContext, session: ToolSession, provider, request: ChatReque
     A new reply's journal entry joins ctx.pending: it is written, fenced, with
     the tool call it asks for, before the tool acts (runs.context).
     """
-    request_hash = request.request_hash()
-    occurrences[request_hash] += 1
+    occurrence = 0
+    if replay:
+        # The replay key's count. An episode that replays nothing needs none: it hashes only a reply to journal.
+        occurrence = occurrences[request.request_hash()] + 1
+        occurrences[request.request_hash()] = occurrence
     try:
         reply, entry = journaled.answer(
             episode_id=ctx.episode.pk, provider=provider, request=request, at=ctx.now,
-            occurrence=occurrences[request_hash], heartbeat=ctx.heartbeat, replay=replay, backoff=(),
+            occurrence=occurrence, heartbeat=ctx.heartbeat, replay=replay, backoff=(),
         )
     except ModelError as failure:
         if failure.retryable:

@@ -8,9 +8,9 @@ can store them and a re-executed episode can rebuild them without the provider.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
+from copy import deepcopy
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
@@ -44,12 +44,13 @@ _FROZEN = (FrozenList, FrozenDict)
 
 
 def frozen(value: list | dict) -> FrozenList | FrozenDict:
-    """A shallow copy of `value` that carries its canonical JSON, for a part every request of a plan repeats
-    (its tools, its scripted hints, its system message): a request spells it without encoding it again.
-    Neither the copy nor anything inside it may change afterwards."""
+    """A shallow copy of `value` that carries its canonical JSON, for a part every request of a plan (its tools,
+    its scripted hints, its system message) or of an episode (its facts, its user message) repeats: a request
+    spells it without encoding it again. Neither the copy nor anything inside it may change afterwards.
+    A frozen value one level down (the hints in the facts) is taken as it already is."""
     copy = FrozenList(value) if isinstance(value, list) else FrozenDict(value)
-    copy.canonical = _ENCODER.encode(value)
-    copy.canonical_bytes = copy.canonical.encode()
+    copy.canonical_bytes = _canonical_bytes(value, 1)
+    copy.canonical = copy.canonical_bytes.decode()
     return copy
 
 
@@ -163,15 +164,18 @@ class ChatRequest:
         changed after it is built."""
         known = self.__dict__.get("_request_hash")
         if known is None:
-            body = {
-                "model": self.model,
-                "messages": self.messages,
-                "tools": self.tools,
-                "temperature": self.temperature,
-                "metadata": self.metadata,
-            }
-            # Split down to the messages and the metadata's values, where a plan's frozen parts are.
-            known = hashlib.sha256(_canonical_bytes(body, 2)).hexdigest()
+            # canonical_json({"model", "messages", "tools", "temperature", "metadata"}), its members in key order,
+            # fed to the digest as written; split down to the messages and the metadata's values, where the plan's
+            # and the episode's frozen parts are.
+            digest = hashlib.sha256(b'{"messages":')
+            digest.update(_canonical_bytes(self.messages, 1))
+            digest.update(b',"metadata":')
+            digest.update(_canonical_bytes(self.metadata, 1))
+            digest.update(f',"model":{_ENCODER.encode(self.model)},"temperature":{_ENCODER.encode(self.temperature)}'
+                          f',"tools":'.encode())
+            digest.update(_canonical_bytes(self.tools, 1))
+            digest.update(b"}")
+            known = digest.hexdigest()
             object.__setattr__(self, "_request_hash", known)
         return known
 
@@ -220,7 +224,8 @@ class ModelReply:
         """The journal's copy of the reply (tokens, cost and labels live in the entry's own columns)."""
         return {
             "content": self.content,
-            "tool_calls": [dataclasses.asdict(call) for call in self.tool_calls],
+            "tool_calls": [{"id": call.id, "name": call.name, "arguments": _json_copy(call.arguments)}
+                           for call in self.tool_calls],
             "finish_reason": self.finish_reason,
             "raw": self.raw,
         }
@@ -242,6 +247,18 @@ class ModelReply:
             raw=data.get("raw", {}),
             replayed=replayed,
         )
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON-shaped data, as dataclasses.asdict copies a dataclass's fields (without its
+    per-value dispatch and deepcopy): strings, numbers, booleans and None are shared, never changed."""
+    if type(value) is dict:
+        return {key: _json_copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_json_copy(item) for item in value]
+    if type(value) in (str, int, float, bool) or value is None:
+        return value
+    return deepcopy(value)
 
 
 class ModelError(Exception):

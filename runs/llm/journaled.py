@@ -74,10 +74,10 @@ def answer(
     """The reply, and for a new (paid) one the journal entry to write, fenced, before anything acts on it.
 
     `replay=False` skips the journal lookup: for an episode with no journal
-    entries yet, nothing can be replayed. Raises like `call_model`.
+    entries yet, nothing can be replayed (and `occurrence` is not read). Raises like `call_model`.
     """
-    request_hash = request.request_hash()
-    entry = journal.find_replay(episode_id, request_hash, occurrence=occurrence) if replay else None
+    # Hashed for the lookup, else only for a reply to journal: a call that fails (a model outage) never needs it.
+    entry = journal.find_replay(episode_id, request.request_hash(), occurrence=occurrence) if replay else None
     if entry is not None:
         return ModelReply.from_data(
             entry.data.get("reply", {}), tokens_in=entry.tokens_in, tokens_out=entry.tokens_out, cost=entry.cost,
@@ -91,7 +91,7 @@ def answer(
         kind=JournalKind.MODEL_CALL,
         data={"request": _summary(request), "reply": reply.as_data(), "usage": reply.raw.get("usage")},
         at=at,
-        request_hash=request_hash,
+        request_hash=request.request_hash(),
         model_name=reply.model_name,
         model_provider=reply.provider,
         tokens_in=reply.tokens_in,

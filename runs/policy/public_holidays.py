@@ -29,6 +29,13 @@ def closed_days(plan: dict, *, zone_name: str):
     countries = countries_for(plan, zone_name=zone_name)
     if not countries:
         return None
+    return closed_on(countries)
+
+
+@cache
+def closed_on(countries: tuple[str, ...]):
+    """The predicate `day -> bool` for these countries' public holidays: one per tuple of countries, so the send
+    rules that hold it compare (and cache, runs.policy.window) as equal."""
     return lambda day: is_holiday(day, countries=countries)
 
 

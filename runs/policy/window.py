@@ -107,24 +107,42 @@ def read_hours(plan: dict, *, tz: ZoneInfo | None = None) -> Hours:
     followup = plan.get("followup") or {}
     hours = followup.get("business_hours") or {}
     quiet = (plan.get("compliance") or {}).get("quiet_hours")
-    return Hours(
-        weekdays=frozenset(_weekday(day) for day in followup.get("business_days") or DEFAULT_BUSINESS_DAYS),
-        open=_minutes(hours.get("start") or DEFAULT_HOURS[0]),
-        close=_minutes(hours.get("end") or DEFAULT_HOURS[1]),
-        quiet=_quiet_spans(quiet),
-        closed=public_holidays.closed_days(plan, zone_name=tz.key) if tz is not None else None,
+    return _hours(
+        tuple(followup.get("business_days") or DEFAULT_BUSINESS_DAYS),
+        hours.get("start") or DEFAULT_HOURS[0],
+        hours.get("end") or DEFAULT_HOURS[1],
+        (quiet["start"], quiet["end"]) if quiet else None,
+        public_holidays.countries_for(plan, zone_name=tz.key) if tz is not None else None,
     )
 
 
-def _windows(hours: Hours, day: date, *, tz: ZoneInfo) -> list[tuple[datetime, datetime]]:
+# An episode reads the same plan's rules several times (ladder, cadence, the send window check), and every run of
+# a plan reads the same ones: parsed once per set of rules. The same rules give the same Hours, so the windows
+# cache below finds them.
+@functools.lru_cache(maxsize=256)
+def _hours(business_days: tuple, start: str, end: str, quiet: tuple[str, str] | None,
+           countries: tuple[str, ...] | None) -> Hours:
+    return Hours(
+        weekdays=frozenset(_weekday(day) for day in business_days),
+        open=_minutes(start),
+        close=_minutes(end),
+        quiet=_quiet_spans(quiet),
+        closed=public_holidays.closed_on(countries) if countries else None,
+    )
+
+
+# A day's windows as instants cost a few zone conversions each; every wake of every run of a plan on that day
+# asks for the same ones.
+@functools.lru_cache(maxsize=4096)
+def _windows(hours: Hours, day: date, *, tz: ZoneInfo) -> tuple[tuple[datetime, datetime], ...]:
     if not hours.is_business_day(day):
-        return []
+        return ()
     spans = [(hours.open, hours.close)]
     for quiet in hours.quiet:
         spans = [piece for span in spans for piece in _subtract(span, quiet)]
     instants = [(_instant(day, start, tz=tz), _instant(day, end, tz=tz)) for start, end in spans]
     # A window lying wholly inside a DST gap has no instants.
-    return [(start, end) for start, end in instants if start < end]
+    return tuple((start, end) for start, end in instants if start < end)
 
 
 def _subtract(span: tuple[int, int], cut: tuple[int, int]) -> list[tuple[int, int]]:
@@ -133,10 +151,10 @@ def _subtract(span: tuple[int, int], cut: tuple[int, int]) -> list[tuple[int, in
     return [(a, b) for a, b in pieces if a < b]
 
 
-def _quiet_spans(quiet: dict | None) -> tuple[tuple[int, int], ...]:
+def _quiet_spans(quiet: tuple[str, str] | None) -> tuple[tuple[int, int], ...]:
     if not quiet:
         return ()
-    start, end = _minutes(quiet["start"]), _minutes(quiet["end"])
+    start, end = _minutes(quiet[0]), _minutes(quiet[1])
     if start < end:
         return ((start, end),)
     return ((start, 24 * 60), (0, end))  # wraps midnight: the evening and the early morning of each day

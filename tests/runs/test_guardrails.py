@@ -1,5 +1,7 @@
 """The guardrail: deterministic rules on every send, a model verdict when LUCIA_GUARDRAIL_MODEL is set."""
 
+import re
+
 import pytest
 
 from runs import guardrails
@@ -119,3 +121,55 @@ def test_an_unreadable_model_verdict_blocks(guardrail_model):
 
     assert result["status"] == "blocked"
     assert JournalEntry.objects.get(run=run, kind="guardrail").data["rule"] == "guardrail_model"
+
+
+def test_only_what_neither_the_plan_nor_the_run_trusts_is_foreign_in_the_order_written():
+    run = h.make_run()
+    verdict = _review(run, f"Form: https://www.irs.gov/pub/irs-pdf/fw9.pdf. Copy audit@attacker.example and "
+                           f"{h.VENDOR_EMAIL}, see https://evil.example/x or call +1 (212) 555-0199, "
+                           f"again audit@attacker.example.")
+
+    assert verdict.rule == "foreign_reference"
+    assert verdict.reason == ("mentions audit@attacker.example, https://evil.example/x, +1 (212) 555-0199, "
+                              "which the run does not know")
+
+
+@pytest.mark.parametrize("text", [
+    "Write to Audit@Attacker.Example or AUDIT@X.IO", "no at sign here: audit(at)x.example",
+    "HTTPS://EVIL.EXAMPLE/x and Www.Evil.Example", "hxxp://evil.example", "ftp://files.example/x",
+    "Call +1 (212) 555-0199, (212)555-0199 or 212.555.0199", "+44 20 7946 0958", "Invoice 2025-000123",
+    "order 123-456-7890x", "ＷＷＷ.wide.example", "x" * 2000,
+])
+def test_what_a_scan_would_find_is_found_without_scanning_texts_it_cannot_match(text):
+    for found, pattern in [(guardrails._emails, guardrails.EMAIL), (guardrails._urls, guardrails.URL),
+                           (guardrails._phones, guardrails.PHONE)]:
+        assert found(text) == pattern.findall(text)
+        assert found(text.casefold()) == pattern.findall(text.casefold())
+
+
+def test_ignorecase_matches_no_character_the_prefilters_fold_misses():
+    # _urls skips a text without "://" and without "www." once lowered, _search one whose fold holds none of the
+    # pattern's words: exact only while every character IGNORECASE matches with one of their letters folds to it.
+    every_character = "".join(chr(point) for point in range(0x110000) if not 0xD800 <= point <= 0xDFFF)
+    letters = set("w" + "".join(guardrails.PAYMENT_WORDS + guardrails.LEGAL_WORDS))
+
+    for letter in letters:
+        matched = set(re.findall(f"(?i){letter}", every_character))
+        assert {guardrails._folded(character) for character in matched} == {letter}
+    assert {guardrails._folded(character) for character in set(re.findall("(?i)w", every_character))} == {"w"}
+
+
+@pytest.mark.parametrize("text", [
+    "We will pay on Friday.", "WE WILL PAY", "we'll refund it", "I promise to reimburse you", "i shall wire it",
+    "Payment is guaranteed.", "guaranteed refund", "We \u0130 will pay", "we wıll pay", "we will tranſfer",
+    "Our lawyers will call.", "LEGAL ACTION follows", "a lawſuit", "we will sue you", "take you to court",
+    "small claims", "our attorney will", "my legal team will", "collections agency", "Thanks for the W-9!",
+    "Invoice INV-1 is open; we need the form before we can pay it.",
+])
+def test_the_payment_and_legal_rules_find_what_their_patterns_find(text):
+    folded = guardrails._folded(text)
+    for pattern, words in [(guardrails.PAYMENT_PROMISE, guardrails.PAYMENT_WORDS),
+                           (guardrails.LEGAL_THREAT, guardrails.LEGAL_WORDS)]:
+        found = guardrails._search(pattern, text, words=words, folded=folded)
+        expected = pattern.search(text)
+        assert (found and found.group(0)) == (expected and expected.group(0))

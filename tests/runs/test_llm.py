@@ -8,7 +8,7 @@ import pytest
 
 from runs import leases
 from runs.llm import journaled, providers
-from runs.llm.base import ChatRequest, ModelError, frozen, function_tools
+from runs.llm.base import ChatRequest, ModelError, canonical_json, frozen, function_tools
 from runs.llm.openai_provider import OpenAIProvider
 from runs.llm.scripted import MODEL_NAME, ScriptedProvider
 from runs.models import JournalEntry, JournalKind, Run
@@ -256,6 +256,23 @@ def test_frozen_parts_hash_as_the_plain_request_does():
     request = ChatRequest(**{**HASHED, "messages": [frozen(system), user], "metadata": metadata},
                           tools=frozen(function_tools(PLAN_TOOLS)))
     assert request.request_hash() == HASHED_SHA256
+
+
+def test_an_episode_s_frozen_facts_and_user_message_hash_as_the_plain_request_does():
+    # The loop freezes the episode's facts (which hold the plan's frozen hints) and its user message once.
+    system, user = HASHED["messages"]
+    metadata = frozen({**HASHED["metadata"], "scripted": frozen(HASHED["metadata"]["scripted"])})
+    first = ChatRequest(**{**HASHED, "messages": [frozen(system), frozen(user)], "metadata": metadata},
+                        tools=frozen(function_tools(PLAN_TOOLS)))
+    later = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "finish", "arguments": "{}"}}]}
+    second = ChatRequest(**{**HASHED, "messages": [*first.messages, later], "metadata": metadata},
+                         tools=first.tools)
+
+    assert metadata.canonical == canonical_json(HASHED["metadata"])
+    assert first.request_hash() == HASHED_SHA256
+    assert second.request_hash() == ChatRequest(**{**HASHED, "messages": [system, user, later]},
+                                                tools=function_tools(PLAN_TOOLS)).request_hash()
 
 
 # --- choosing a provider --------------------------------------------------------------------------
