@@ -25,9 +25,9 @@ POLICY_EVENTS = {
 }
 
 
-# The locked run's fields record_event reads: whether it is open (and its status for RECORD_SQL), its clock, and
-# whether it is simulated (never queued: runs.queue).
-LOCKED_FIELDS = ("status", "sim", "virtual_now")
+# record_event's lock, with the run's fields it reads: whether it is open (and its status for RECORD_SQL), its
+# clock, and whether it is simulated (never queued: runs.queue).
+LOCK_SQL = "SELECT id, status, sim, virtual_now FROM runs_run WHERE id = %(run)s FOR NO KEY UPDATE"
 
 
 class RunEnded(Exception):
@@ -50,8 +50,12 @@ def record_event(
     with transaction.atomic(savepoint=False):
         # Locked first, by a statement of its own: the next one's snapshot then sees every episode a concurrent
         # delivery inserted before it let go of the row (its seq and its dedupe key).
-        # Only what deciding and waking read: the plan, inputs and state are large JSON, decoded for nothing.
-        locked = Run.objects.select_for_update(no_key=True).only(*LOCKED_FIELDS).get(pk=run.pk)
+        # Only what deciding and waking read (LOCK_SQL): the plan, inputs and state are large JSON, decoded for
+        # nothing.
+        rows = statements.fetch_instances(Run, LOCK_SQL, {"run": run.pk})
+        if not rows:
+            raise Run.DoesNotExist(f"run {run.pk} does not exist")
+        locked = rows[0]
         if locked.is_open:
             rows = statements.fetch_dicts(RECORD_SQL, {
                 "run": locked.pk, "kind": kind, "payload": json.dumps(payload), "dedupe_key": dedupe_key,
