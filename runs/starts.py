@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agents.models import AgentVersion, ApiKey, Deployment, Organization, VersionStatus
 from connectors.addresses import E164
-from runs import clock, queue
+from runs import clock, queue, statements
 from runs.models import EpisodeKind, Run, TaskStatus
 
 CONTACT_FIELDS = ("role", "name", "email", "phone", "slack_user", "timezone")
@@ -200,7 +200,7 @@ def _insert(run: Run, *, contacts: list[dict], tasks: list[dict]) -> None:
                     for row in contacts]
     task_rows = [{"key": task["key"], "title": task.get("title", ""), "required": task.get("required", True),
                   "status": TaskStatus.OPEN, "done_evidence": None, "done_at": None} for task in tasks]
-    with connection.cursor() as cursor:
+    with statements.cursor() as cursor:  # bound on the server: the plan travels as a parameter, not as SQL text
         cursor.execute(sql, [*values, json.dumps(contact_rows), json.dumps(task_rows), EpisodeKind.START,
                              run.next_wake_at, now])
         run.pk, run.journal_seq = cursor.fetchone()
