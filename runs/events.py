@@ -117,8 +117,8 @@ RECORD_SQL = RECORD_SQL.replace("__EPISODE_COLUMNS__",
 
 def schedule_episode(run: Run, *, kind: str, due_at: datetime, dedupe_key: str, payload: dict) -> Episode | None:
     """Insert a queued episode; the caller holds the run row or created it in its transaction. None = duplicate.
-    (A run's first episode is inserted with the run: runs.starts.) Episodes a decision schedules ride on the closing write (CLOSING_EPISODES_SQL),
-    an event's on record_event's statement."""
+    A run's first episode is inserted with the run (runs.starts), episodes a decision schedules ride on the
+    closing write (CLOSING_EPISODES_SQL), an event's on record_event's statement."""
     # One statement, each lookup on its unique index ((run, seq) and (run, dedupe_key)); the lock keeps both still.
     rows = list(Episode.objects.raw(SCHEDULE_SQL, {
         "run": run.pk, "kind": kind, "payload": json.dumps(payload), "dedupe_key": dedupe_key, "due_at": due_at,

@@ -80,8 +80,9 @@ def find_run(message: InboundMessage, *, organization: Organization | None) -> R
 # newest Message-ID in In-Reply-To/References that is ours; the send a callback's key names; the Slack thread's
 # root; the newest open run with a contact at this number, or with this Slack user), kept when it is
 # `organization`'s (any run when that is unknown); the first kept wins. A lookup that does not apply (a NULL
-# parameter) is left out of the statement (find_run_sql). COALESCE evaluates its sub-selects in order and stops at the first run: the later lookups (a
-# number's, over the organization's open runs' contacts) run only when the earlier ones found nothing.
+# parameter) is left out of the statement (find_run_sql). COALESCE evaluates its sub-selects in order and stops
+# at the first run: the later lookups (a number's, over the organization's open runs' contacts) run only when the
+# earlier ones found nothing.
 _OURS = "(%(organization)s::bigint IS NULL OR r.organization_id = %(organization)s)"
 _NEWEST_OPEN = """
     (SELECT r.id FROM runs_run r
@@ -98,7 +99,7 @@ _BY_SLACK_USER = _NEWEST_OPEN.replace("__CONTACTS__",
 # Each lookup with the parameter that makes it apply (NULL, or an empty list of prefixes: it does not).
 _LOOKUPS = (
     ("reply_run", f"""
-        (SELECT r.id FROM runs_run r WHERE r.id = %(reply_run)s AND {_OURS})"""),
+        (SELECT r.id FROM runs_run r WHERE r.id = %(reply_run)s AND {_OURS})"""),  # noqa: S608 (constants)
     ("prefixes", f"""
         (SELECT r.id FROM runs_run r
           WHERE r.id = (SELECT o.run_id FROM unnest(%(prefixes)s::varchar[]) WITH ORDINALITY AS p(prefix, n)
@@ -108,17 +109,17 @@ _LOOKUPS = (
                               WHERE o.idem_key >= p.prefix AND o.idem_key < p.prefix || 'g'
                                 AND starts_with(o.idem_key, p.prefix)
                               ORDER BY o.id LIMIT 1) o
-                         ORDER BY p.n LIMIT 1) AND {_OURS})"""),
+                         ORDER BY p.n LIMIT 1) AND {_OURS})"""),  # noqa: S608 (constants)
     ("idem_key", f"""
         (SELECT r.id FROM runs_run r
           WHERE r.id = (SELECT o.run_id FROM runs_outboxmessage o WHERE o.idem_key = %(idem_key)s
-                         ORDER BY o.id LIMIT 1) AND {_OURS})"""),
+                         ORDER BY o.id LIMIT 1) AND {_OURS})"""),  # noqa: S608 (constants)
     ("thread_ref", f"""
         (SELECT r.id FROM runs_run r
           WHERE r.id = (SELECT o.run_id FROM runs_outboxmessage o JOIN runs_run t ON t.id = o.run_id
                          WHERE o.channel = 'slack' AND o.provider_message_id = %(thread_ref)s
                            AND (%(organization)s::bigint IS NULL OR t.organization_id = %(organization)s)
-                         ORDER BY o.created_at DESC LIMIT 1) AND {_OURS})"""),
+                         ORDER BY o.created_at DESC LIMIT 1) AND {_OURS})"""),  # noqa: S608 (constants)
     ("phone", _BY_PHONE),
     ("slack_user", _BY_SLACK_USER),
 )
