@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from agents.models import ApiKey, Organization
-from runs import answer_options, clock, events
+from runs import answer_options, clock, events, statements
 from runs.models import (
     Episode,
     EpisodeKind,
@@ -92,8 +92,15 @@ def open_notice(run: Run, *, kind: str, prompt: str, context: dict, episode: Epi
 def resolve_by_runtime(escalation_id: int, *, note: str, at: datetime) -> int:
     """The runtime settled what a notice was about (the model answers again): resolved with `note`, no episode.
     Returns 1 when it was still open."""
-    return Escalation.objects.filter(pk=escalation_id, status=EscalationStatus.OPEN).update(
-        status=EscalationStatus.RESOLVED, answer=note, answered_via="runtime", answered_at=at)
+    with statements.cursor() as cursor:
+        cursor.execute(RESOLVE_BY_RUNTIME_SQL, {"id": escalation_id, "note": note, "at": at})
+        return cursor.rowcount
+
+
+RESOLVE_BY_RUNTIME_SQL = """
+UPDATE runs_escalation SET status = 'resolved', answer = %(note)s, answered_via = 'runtime', answered_at = %(at)s
+ WHERE id = %(id)s AND status = 'open'
+"""
 
 
 def wake_reason(escalation: Escalation) -> str:
@@ -146,13 +153,21 @@ def resolve_on_completion(run: Run, *, note: str) -> list[int]:
     """The run completed: every question still open about it is resolved with `note` (no open escalation
     outlives a completed run, and nobody is notified about it again). `run` is locked by the caller's fence.
     Returns the ids resolved."""
-    open_ids = list(Escalation.objects.filter(run_id=run.pk, status=EscalationStatus.OPEN).values_list("pk", flat=True))
-    if open_ids:
-        Escalation.objects.filter(pk__in=open_ids, status=EscalationStatus.OPEN).update(
-            status=EscalationStatus.RESOLVED, answer=note[:2000], answered_via="runtime",
-            answered_at=clock.now(run), notify_at=None,
-        )
-    return open_ids
+    with statements.cursor() as cursor:
+        cursor.execute(RESOLVE_ON_COMPLETION_SQL, {"run": run.pk, "note": note[:2000], "at": clock.now(run)})
+        return [row[0] for row in cursor.fetchall()]
+
+
+# resolve_on_completion's one statement: the ids come newest first (the model's ordering).
+RESOLVE_ON_COMPLETION_SQL = """
+WITH resolved AS (
+    UPDATE runs_escalation SET status = 'resolved', answer = %(note)s, answered_via = 'runtime',
+                               answered_at = %(at)s, notify_at = NULL
+     WHERE run_id = %(run)s AND status = 'open'
+ RETURNING id, created_at
+)
+SELECT id FROM resolved ORDER BY created_at DESC
+"""
 
 
 def take_due_notices(*, batch: int) -> list[Escalation]:

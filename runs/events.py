@@ -25,6 +25,11 @@ POLICY_EVENTS = {
 }
 
 
+# record_event's lock, with the run's fields it reads: whether it is open (and its status for RECORD_SQL), its
+# clock, and whether it is simulated (never queued: runs.queue).
+LOCK_SQL = "SELECT id, status, sim, virtual_now FROM runs_run WHERE id = %(run)s FOR NO KEY UPDATE"
+
+
 class RunEnded(Exception):
     """The run is completed, failed or cancelled: it takes no more events (the API answers 409)."""
 
@@ -45,7 +50,12 @@ def record_event(
     with transaction.atomic(savepoint=False):
         # Locked first, by a statement of its own: the next one's snapshot then sees every episode a concurrent
         # delivery inserted before it let go of the row (its seq and its dedupe key).
-        locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
+        # Only what deciding and waking read (LOCK_SQL): the plan, inputs and state are large JSON, decoded for
+        # nothing.
+        rows = statements.fetch_instances(Run, LOCK_SQL, {"run": run.pk})
+        if not rows:
+            raise Run.DoesNotExist(f"run {run.pk} does not exist")
+        locked = rows[0]
         if locked.is_open:
             rows = statements.fetch_dicts(RECORD_SQL, {
                 "run": locked.pk, "kind": kind, "payload": json.dumps(payload), "dedupe_key": dedupe_key,
@@ -106,9 +116,9 @@ RECORD_SQL = RECORD_SQL.replace("__EPISODE_COLUMNS__",
 
 
 def schedule_episode(run: Run, *, kind: str, due_at: datetime, dedupe_key: str, payload: dict) -> Episode | None:
-    """Insert a queued episode (a run's first, runs.starts); the caller holds the run row or created it in its
-    transaction. None = duplicate. Episodes a decision schedules ride on the closing write (CLOSING_EPISODES_SQL),
-    an event's on record_event's statement."""
+    """Insert a queued episode; the caller holds the run row or created it in its transaction. None = duplicate.
+    A run's first episode is inserted with the run (runs.starts), episodes a decision schedules ride on the
+    closing write (CLOSING_EPISODES_SQL), an event's on record_event's statement."""
     # One statement, each lookup on its unique index ((run, seq) and (run, dedupe_key)); the lock keeps both still.
     rows = list(Episode.objects.raw(SCHEDULE_SQL, {
         "run": run.pk, "kind": kind, "payload": json.dumps(payload), "dedupe_key": dedupe_key, "due_at": due_at,

@@ -10,6 +10,7 @@ ended goes to triage too, with the run named, so a human sees a late answer.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 
@@ -62,8 +63,12 @@ def hand_to_run(message: InboundMessage, run: Run, *, by_user=None, note: str = 
 
 def find_run(message: InboundMessage, *, organization: Organization | None) -> Run | None:
     """The run the message answers, or None. Only runs of `organization` when it is known. One statement
-    (FIND_RUN_SQL); the run comes without its plan, inputs, state and goal (deferred: routing never reads them)."""
-    rows = statements.fetch_instances(Run, FIND_RUN_SQL, _find_params(message, organization=organization))
+    (find_run_sql); the run comes without its plan, inputs, state and goal (deferred: routing never reads them)."""
+    params = _find_params(message, organization=organization)
+    applies = tuple(name for name, _ in _LOOKUPS if params[name])
+    if not applies:
+        return None
+    rows = statements.fetch_instances(Run, find_run_sql(applies), params)
     if not rows:
         return None
     run = rows[0]
@@ -74,9 +79,10 @@ def find_run(message: InboundMessage, *, organization: Organization | None) -> R
 # The candidates, most specific first, each the run its own lookup finds (the reply-to token's; the sender of the
 # newest Message-ID in In-Reply-To/References that is ours; the send a callback's key names; the Slack thread's
 # root; the newest open run with a contact at this number, or with this Slack user), kept when it is
-# `organization`'s (any run when that is unknown); the first kept wins. A lookup that does not apply has a NULL
-# parameter. COALESCE evaluates its sub-selects in order and stops at the first run: the later lookups (a
-# number's, over the organization's open runs' contacts) run only when the earlier ones found nothing.
+# `organization`'s (any run when that is unknown); the first kept wins. A lookup that does not apply (a NULL
+# parameter) is left out of the statement (find_run_sql). COALESCE evaluates its sub-selects in order and stops
+# at the first run: the later lookups (a number's, over the organization's open runs' contacts) run only when the
+# earlier ones found nothing.
 _OURS = "(%(organization)s::bigint IS NULL OR r.organization_id = %(organization)s)"
 _NEWEST_OPEN = """
     (SELECT r.id FROM runs_run r
@@ -90,10 +96,11 @@ _BY_PHONE = _NEWEST_OPEN.replace("__CONTACTS__", """
            AND regexp_replace(c.phone, '[^0-9]', '', 'g') = %(phone)s""")
 _BY_SLACK_USER = _NEWEST_OPEN.replace("__CONTACTS__",
                                       "SELECT c.run_id FROM runs_contact c WHERE c.slack_user = %(slack_user)s")
-FIND_RUN_SQL = f"""
-WITH found AS (
-    SELECT coalesce(
-        (SELECT r.id FROM runs_run r WHERE r.id = %(reply_run)s AND {_OURS}),
+# Each lookup with the parameter that makes it apply (NULL, or an empty list of prefixes: it does not).
+_LOOKUPS = (
+    ("reply_run", f"""
+        (SELECT r.id FROM runs_run r WHERE r.id = %(reply_run)s AND {_OURS})"""),  # noqa: S608 (constants)
+    ("prefixes", f"""
         (SELECT r.id FROM runs_run r
           WHERE r.id = (SELECT o.run_id FROM unnest(%(prefixes)s::varchar[]) WITH ORDINALITY AS p(prefix, n)
                          CROSS JOIN LATERAL (
@@ -102,15 +109,32 @@ WITH found AS (
                               WHERE o.idem_key >= p.prefix AND o.idem_key < p.prefix || 'g'
                                 AND starts_with(o.idem_key, p.prefix)
                               ORDER BY o.id LIMIT 1) o
-                         ORDER BY p.n LIMIT 1) AND {_OURS}),
+                         ORDER BY p.n LIMIT 1) AND {_OURS})"""),  # noqa: S608 (constants)
+    ("idem_key", f"""
         (SELECT r.id FROM runs_run r
           WHERE r.id = (SELECT o.run_id FROM runs_outboxmessage o WHERE o.idem_key = %(idem_key)s
-                         ORDER BY o.id LIMIT 1) AND {_OURS}),
+                         ORDER BY o.id LIMIT 1) AND {_OURS})"""),  # noqa: S608 (constants)
+    ("thread_ref", f"""
         (SELECT r.id FROM runs_run r
           WHERE r.id = (SELECT o.run_id FROM runs_outboxmessage o JOIN runs_run t ON t.id = o.run_id
                          WHERE o.channel = 'slack' AND o.provider_message_id = %(thread_ref)s
                            AND (%(organization)s::bigint IS NULL OR t.organization_id = %(organization)s)
-                         ORDER BY o.created_at DESC LIMIT 1) AND {_OURS}),{_BY_PHONE},{_BY_SLACK_USER}
+                         ORDER BY o.created_at DESC LIMIT 1) AND {_OURS})"""),  # noqa: S608 (constants)
+    ("phone", _BY_PHONE),
+    ("slack_user", _BY_SLACK_USER),
+)
+
+
+@functools.cache
+def find_run_sql(applies: tuple[str, ...]) -> str:
+    """The statement that finds the run by the lookups that apply to a message (named by their parameter), in
+    _LOOKUPS' order. Only those are in its text: a lookup left out cannot be pruned by the planner per execution,
+    and a text with NULL-pruned branches was planned again at every execution (its generic plan costed every
+    branch), which took longer than running it. Each combination is its own prepared statement."""
+    lookups = ",".join(sql for name, sql in _LOOKUPS if name in applies)
+    return f"""
+WITH found AS (
+    SELECT coalesce({lookups}
     ) AS id
 )
 SELECT {", ".join(f"r.{column}" for column in RUN_COLUMNS)},
@@ -120,7 +144,7 @@ SELECT {", ".join(f"r.{column}" for column in RUN_COLUMNS)},
 
 
 def _find_params(message: InboundMessage, *, organization: Organization | None) -> dict:
-    """FIND_RUN_SQL's parameters: what each lookup looks for, NULL where it does not apply to this message."""
+    """find_run_sql's parameters: what each lookup looks for, NULL where it does not apply to this message."""
     headers = message.headers or {}
     email = message.channel in (Channel.EMAIL, Channel.SANDBOX)
     by_phone = organization is not None and (message.channel in (Channel.SMS, Channel.VOICE) or (

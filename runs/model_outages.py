@@ -41,9 +41,9 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from runs import clock, escalations, journal, leases
+from runs import clock, escalations, journal, leases, statements
 from runs.llm.base import ModelError
-from runs.models import Episode, EscalationKind, JournalEntry, JournalKind, Run, RunStatus
+from runs.models import Episode, EscalationKind, JournalKind, Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +219,10 @@ def recovered(run: Run, episode: Episode) -> list[str]:
     outage = run.state.get(STATE_KEY)
     if not outage:
         return []
-    if not JournalEntry.objects.filter(episode_id=episode.pk, kind=JournalKind.MODEL_CALL).exists():
+    with statements.cursor() as cursor:
+        cursor.execute(ASKED_SQL, {"episode": episode.pk, "kind": JournalKind.MODEL_CALL})
+        asked = cursor.fetchone()[0]
+    if not asked:
         return []  # a flush or a human send: the model was not asked, the outage may go on
     now = clock.now(run)
     lasted = now - datetime.fromisoformat(outage["since"])
@@ -234,6 +237,10 @@ def recovered(run: Run, episode: Episode) -> list[str]:
     )])
     run.state = {key: value for key, value in run.state.items() if key != STATE_KEY}
     return ["state"]
+
+
+# Whether the episode reached the model (`recovered`).
+ASKED_SQL = "SELECT EXISTS (SELECT 1 FROM runs_journalentry WHERE episode_id = %(episode)s AND kind = %(kind)s)"
 
 
 def _hours(lasted: timedelta) -> str:

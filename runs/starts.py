@@ -3,17 +3,20 @@
 Everything happens in one transaction; the queue row is part of it (ORM broker).
 """
 
+import json
 import re
 import zoneinfo
 from decimal import Decimal
 from functools import cache
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models.expressions import DatabaseDefault
+from django.utils import timezone
 
 from agents.models import AgentVersion, ApiKey, Deployment, Organization, VersionStatus
 from connectors.addresses import E164
-from runs import clock, events, queue
-from runs.models import Contact, EpisodeKind, Run, Task
+from runs import clock, queue, statements
+from runs.models import EpisodeKind, Run, TaskStatus
 
 CONTACT_FIELDS = ("role", "name", "email", "phone", "slack_user", "timezone")
 # The contact field a channel needs to reach someone (mirrors agents.config.schema_base.CHANNEL_CONTACT_FIELD).
@@ -61,16 +64,11 @@ def start_run(
     _check_inputs(plan, inputs)
     rows = [_check_contact(plan, index, entry, organization) for index, entry in enumerate(contacts)]
     _check_roles(plan, rows)
+    run = _new_run(organization, version=version, deployment=deployment, goal=goal, inputs=inputs,
+                   sim=sim, external_ref=external_ref, virtual_now=virtual_now if sim else None,
+                   started_by=started_by, started_by_key=started_by_key)
     with transaction.atomic():
-        run = _create_run(organization, version=version, deployment=deployment, goal=goal, inputs=inputs,
-                          sim=sim, external_ref=external_ref, virtual_now=virtual_now if sim else None,
-                          started_by=started_by, started_by_key=started_by_key)
-        Contact.objects.bulk_create([Contact(run=run, **row) for row in rows])
-        Task.objects.bulk_create([
-            Task(run=run, key=task["key"], title=task.get("title", ""), required=task.get("required", True))
-            for task in plan.get("tasks", [])
-        ])
-        events.schedule_episode(run, kind=EpisodeKind.START, due_at=run.next_wake_at, dedupe_key="start", payload={})
+        _insert(run, contacts=rows, tasks=plan.get("tasks", []))
         queue.enqueue_advance(run)
     return run
 
@@ -152,7 +150,8 @@ def _check_roles(plan: dict, rows: list[dict]) -> None:
             raise StartError("contacts", f"role {spec['role']!r} is required by this agent")
 
 
-def _create_run(organization: Organization, *, version: AgentVersion, **fields) -> Run:
+def _new_run(organization: Organization, *, version: AgentVersion, **fields) -> Run:
+    """The Run as it will be stored (not yet saved)."""
     budgets = version.compiled.get("model", {}).get("budgets", {})
     run = Run(organization=organization, version=version, plan=version.compiled, state={"v": 1}, **fields)
     for name, key, cast in (("step_budget", "steps", int), ("token_budget", "tokens", int),
@@ -160,8 +159,52 @@ def _create_run(organization: Organization, *, version: AgentVersion, **fields) 
         if key in budgets:
             setattr(run, name, cast(budgets[key]))
     run.next_wake_at = clock.now(run)
-    run.save()
     return run
+
+
+# The run, its contacts and tasks and its `start` episode, in one statement (INSERT_SQL): each insert as the ORM's
+# would store it (the run's columns prepared by its fields, as Model.save; contacts and tasks in the given order).
+# The episode is the new run's first: seq 1, no dedupe key to look for (events.schedule_episode's rules).
+INSERT_SQL = """
+WITH run AS (
+    INSERT INTO runs_run (__RUN_COLUMNS__) VALUES (__RUN_VALUES__) RETURNING id, journal_seq
+), contacts AS (
+    INSERT INTO runs_contact (run_id, role, name, email, phone, slack_user, timezone, history, created_at)
+    SELECT run.id, c.role, c.name, c.email, c.phone, c.slack_user, c.timezone, c.history, c.created_at
+      FROM run, jsonb_populate_recordset(NULL::runs_contact, %s::jsonb) WITH ORDINALITY AS c
+     ORDER BY c.ordinality
+), tasks AS (
+    INSERT INTO runs_task (run_id, key, title, required, status, done_evidence, done_at)
+    SELECT run.id, t.key, t.title, t.required, t.status, t.done_evidence, t.done_at
+      FROM run, jsonb_populate_recordset(NULL::runs_task, %s::jsonb) WITH ORDINALITY AS t
+     ORDER BY t.ordinality
+)
+INSERT INTO runs_episode (run_id, seq, kind, payload, dedupe_key, status, due_at, attempts, lease_epoch, created_at,
+                          started_at, finished_at, error)
+SELECT run.id, 1, %s, '{}'::jsonb, 'start', 'queued', %s, 0, NULL, %s, NULL, NULL, '' FROM run
+RETURNING run_id, (SELECT journal_seq FROM run)
+"""
+
+
+def _insert(run: Run, *, contacts: list[dict], tasks: list[dict]) -> None:
+    """Store `run` (setting its pk) with its contacts, tasks and start episode (INSERT_SQL)."""
+    fields = [field for field in Run._meta.concrete_fields if not field.primary_key]
+    prepared = [field.pre_save(run, add=True) for field in fields]
+    # A field's database default (db_default) is the column's DEFAULT, as the ORM's insert leaves it.
+    values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, prepared, strict=True)
+              if not isinstance(value, DatabaseDefault)]
+    sql = INSERT_SQL.replace("__RUN_COLUMNS__", ", ".join(field.column for field in fields)).replace(
+        "__RUN_VALUES__", ", ".join("DEFAULT" if isinstance(value, DatabaseDefault) else "%s" for value in prepared))
+    now = timezone.now()
+    contact_rows = [{**{name: row[name] for name in CONTACT_FIELDS}, "history": [], "created_at": now.isoformat()}
+                    for row in contacts]
+    task_rows = [{"key": task["key"], "title": task.get("title", ""), "required": task.get("required", True),
+                  "status": TaskStatus.OPEN, "done_evidence": None, "done_at": None} for task in tasks]
+    with statements.cursor() as cursor:  # bound on the server: the plan travels as a parameter, not as SQL text
+        cursor.execute(sql, [*values, json.dumps(contact_rows), json.dumps(task_rows), EpisodeKind.START,
+                             run.next_wake_at, now])
+        run.pk, run.journal_seq = cursor.fetchone()
+    run._state.adding = False
 
 
 def _role_spec(plan: dict, role: str) -> dict | None:

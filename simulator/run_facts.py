@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from django.db.models.expressions import RawSQL
-
+from agents.models import Organization
 from connectors import addresses as address_forms
 from connectors.models import Suppression
-from runs import json_rows
+from runs import json_rows, leases, statements
 from runs.models import Contact, Episode, Escalation, EscalationKind, OutboxMessage, OutboxStatus, Run, Task
 
 ADDRESS_FIELD = {"email": "email", "sms": "phone", "voice": "phone", "slack": "slack_user"}
@@ -52,31 +51,37 @@ class Facts:
         return next((c for c in self.contacts if message.recipient in addresses(c, message.channel)), None)
 
 
-# The run's rows the checks and the timeline read, as one JSON text column of the run's own query (`gather`).
-ROWS_SQL = """(SELECT json_build_object(
+# The run with its organization and the rows the checks and the timeline read (one JSON text column), for
+# `gather`. Prepared (runs.statements): one text for every case a process simulates. Columns named, not `r.*`: a
+# prepared statement's result keeps its shape.
+ROWS_SQL = """SELECT __RUN_COLUMNS__, __ORGANIZATION__ AS organization_row, (SELECT json_build_object(
     'contacts', (SELECT coalesce(json_agg(c ORDER BY c.role, c.id), '[]') FROM runs_contact c
-                  WHERE c.run_id = runs_run.id),
-    'tasks', (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = runs_run.id),
-    'episodes', (SELECT coalesce(json_agg(e ORDER BY e.seq), '[]') FROM runs_episode e WHERE e.run_id = runs_run.id),
+                  WHERE c.run_id = r.id),
+    'tasks', (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = r.id),
+    'episodes', (SELECT coalesce(json_agg(e ORDER BY e.seq), '[]') FROM runs_episode e WHERE e.run_id = r.id),
     'outbox', (SELECT coalesce(json_agg(to_jsonb(o) || jsonb_build_object('episode_kind', e.kind) ORDER BY o.id), '[]')
                  FROM runs_outboxmessage o LEFT JOIN runs_episode e ON e.id = o.episode_id
-                WHERE o.run_id = runs_run.id),
+                WHERE o.run_id = r.id),
     'escalations', (SELECT coalesce(json_agg(x ORDER BY x.id), '[]') FROM runs_escalation x
-                     WHERE x.run_id = runs_run.id),
+                     WHERE x.run_id = r.id),
     'sandbox_keys', (SELECT coalesce(json_object_agg(k.idem_key, k.n), '{}')
                        FROM (SELECT s.idem_key, count(*) AS n FROM connectors_sandboxmessage s
                               WHERE s.idem_key IN (SELECT o.idem_key FROM runs_outboxmessage o
-                                                    WHERE o.run_id = runs_run.id AND o.status = %s)
+                                                    WHERE o.run_id = r.id AND o.status = %(sent)s)
                               GROUP BY s.idem_key) k)
-)::text)"""
+)::text) AS rows
+  FROM runs_run r
+ WHERE r.id = %(run)s"""
+ROWS_SQL = ROWS_SQL.replace("__RUN_COLUMNS__", ", ".join(f"r.{field.column}" for field in Run._meta.concrete_fields)
+                            ).replace("__ORGANIZATION__", leases.ORGANIZATION_COLUMN.format(run="r"))
 
 
 def gather(run: Run, *, start: datetime, opt_outs: dict[tuple[str, str], datetime] | None = None,
            horizon: datetime | None = None) -> Facts:
     """Everything the checks read, in two queries: the run with its rows (ROWS_SQL), then the suppressions of its
     contacts' addresses. `horizon`: the first instant after the simulated weeks."""
-    run = Run.objects.select_related("organization").annotate(
-        rows=RawSQL(ROWS_SQL, [OutboxStatus.SENT])).get(pk=run.pk)  # noqa: S611 (constant text)
+    [run] = statements.fetch_instances(Run, ROWS_SQL, {"run": run.pk, "sent": OutboxStatus.SENT})
+    run.organization = json_rows.instance(Organization, run.organization_row)
     rows = json.loads(run.rows)
     contacts = json_rows.instances(Contact, rows["contacts"])
     outbox = []

@@ -1,10 +1,12 @@
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
 from runs import answers, escalations, leases, worker
 from runs.context import EpisodeOutcome
 from runs.models import Episode, EpisodeStatus, Escalation, OutboxMessage, Run, RunStatus
-from tests.factories import EpisodeFactory, RunFactory, TaskFactory
+from tests.factories import EpisodeFactory, EscalationFactory, RunFactory, TaskFactory
 from tests.runs import fakes
 
 pytestmark = pytest.mark.django_db
@@ -125,3 +127,28 @@ def test_asking_a_human_pauses_chasing_even_when_the_policy_wants_a_followup(mon
     assert (run.status, run.wake_when) == (RunStatus.WAITING_HUMAN, f"human:{question.pk}")
     assert not Episode.objects.filter(run=run, kind="followup").exists()
     assert run.next_wake_at is None  # nothing wakes it but the human
+
+
+def test_a_completed_run_resolves_its_open_escalations_newest_first_and_leaves_closed_ones_alone():
+    run = RunFactory()
+    older, newer = EscalationFactory(run=run), EscalationFactory(run=run)
+    answered = EscalationFactory(run=run, status="answered", answer="yes")
+    Escalation.objects.filter(pk=older.pk).update(created_at=timezone.now() - timedelta(hours=1))
+
+    resolved = escalations.resolve_on_completion(run, note="Closed by the runtime: the run completed.")
+
+    assert resolved == [newer.pk, older.pk]
+    rows = {row.pk: row for row in Escalation.objects.filter(run=run)}
+    assert {rows[pk].status for pk in resolved} == {"resolved"}
+    assert {rows[pk].answered_via for pk in resolved} == {"runtime"}
+    assert (rows[answered.pk].status, rows[answered.pk].answer) == ("answered", "yes")
+    assert escalations.resolve_on_completion(run, note="again") == []
+
+
+def test_the_runtime_resolves_a_notice_once():
+    notice = EscalationFactory(run=RunFactory())
+    at = timezone.now()
+    assert escalations.resolve_by_runtime(notice.pk, note="the model answered again", at=at) == 1
+    assert escalations.resolve_by_runtime(notice.pk, note="again", at=at) == 0
+    notice.refresh_from_db()
+    assert (notice.status, notice.answer, notice.answered_at) == ("resolved", "the model answered again", at)
