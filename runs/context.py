@@ -21,7 +21,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from runs import episode_loads, journal, lease_renewals, leases
+from runs import episode_loads, journal, lease_renewals, leases, pipelines
 from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, Run, Task, TaskStatus
 
@@ -71,7 +71,9 @@ class EpisodeContext:
         taken = self._take()
         try:
             with transaction.atomic():
-                yield self._write(taken, rider)
+                with pipelines.begun_with_next_statement():  # BEGIN and the fence's statement: one round trip
+                    run = self._write(taken, rider)
+                yield run
         except BaseException:
             self._put_back(taken)
             raise

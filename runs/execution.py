@@ -30,6 +30,7 @@ from runs import (
     lease_renewals,
     leases,
     model_outages,
+    pipelines,
     statements,
 )
 from runs.context import EpisodeContext, EpisodeOutcome
@@ -220,7 +221,8 @@ def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: 
         params[f"set_{name}"] = name in fields
         params[name] = field.get_db_prep_save(getattr(run, field.attname), connection)
     with statements.cursor() as cursor:
-        cursor.execute(CLOSE_SQL, params)
+        with pipelines.committed_with_next_statement():
+            cursor.execute(CLOSE_SQL, params)
         run.next_wake_at, released = cursor.fetchone()
     if released:
         run.lease_owner = run.lease_expires_at = None
