@@ -66,7 +66,8 @@ class EpisodeContext:
         """Yield the locked run row, or raise LeaseLost (also when the heartbeat already saw it lost).
 
         Pending journal entries and pending writes are written by the fence's own statement, with `rider`;
-        if the transaction rolls back they are pending again.
+        if the transaction rolls back they are pending again. The transaction's BEGIN goes with that statement
+        (runs.pipelines): a LeaseLost or an error there rolls back the transaction before the body runs.
         """
         taken = self._take()
         try:

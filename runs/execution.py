@@ -12,6 +12,8 @@ The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py count
    These stay one transaction: a statement's snapshot is taken before it waits for a lock, so an autocommit
    closing write could miss an event committed while it waited, release the lease and strand that episode; the
    episode's end would commit apart from its decision; and two commits wait for two WAL flushes, not one.
+   Three round trips (runs.pipelines): the transaction's BEGIN goes with the fence's statement (runs.context),
+   and the COMMIT with the closing write.
 A worker that lost its lease gets LeaseLost from the next fence and has written nothing there.
 """
 
@@ -210,7 +212,10 @@ CLOSE_FIELDS = ("state", "status", "wake_when")
 
 def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: int) -> bool:
     """Save `fields` of the locked run and the decision's episodes with next_wake_at, releasing the lease when
-    nothing is due; returns whether it was released (the worker then writes nothing more for this run)."""
+    nothing is due; returns whether it was released (the worker then writes nothing more for this run).
+
+    The fence's last statement: when the fence is the outermost transaction, its COMMIT goes in the same round
+    trip (runs.pipelines.committed_with_next_statement), so nothing may follow it in the fence's block."""
     unknown = set(fields) - set(CLOSE_FIELDS) - {"updated_at", "next_wake_at"}
     if unknown:
         raise ValueError(f"the closing write does not save {sorted(unknown)}")
