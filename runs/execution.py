@@ -7,13 +7,14 @@ The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py count
    entries and the outbox row, runs.outbox.open_row, which confirms the lease for the provider call that follows:
    runs.tool_executor._confirm_lease) and the provider call;
 3. close (`execute`'s last fence): one statement writes the pending entries, the sends' results and the
-   episode's end; the decision reads once (runs.decisions.read_standing), and the closing write (`_close`) saves
-   in one statement the episodes it schedules, the run, and the lease's release when nothing else is due.
+   episode's end; the decision reads once (runs.decisions.StandingRead, sent with that statement), and the
+   closing write (`_close`) saves in one statement the episodes it schedules, the run, and the lease's release
+   when nothing else is due.
    These stay one transaction: a statement's snapshot is taken before it waits for a lock, so an autocommit
    closing write could miss an event committed while it waited, release the lease and strand that episode; the
    episode's end would commit apart from its decision; and two commits wait for two WAL flushes, not one.
-   Three round trips (runs.pipelines): the transaction's BEGIN goes with the fence's statement (runs.context),
-   and the COMMIT with the closing write.
+   Two round trips (runs.pipelines): the transaction's BEGIN, the fence's statement and the decision's read, then
+   the closing write and the COMMIT.
 A worker that lost its lease gets LeaseLost from the next fence and has written nothing there.
 """
 
@@ -95,9 +96,14 @@ def execute(started: episode_loads.Started, *, epoch: int,
     # The loop's last journal entries and its sends' results are written by this fence. Only a lease holder
     # changes a running episode (the reaper and cancellation move the epoch first), so ctx.episode is the row
     # as it stands.
-    with ctx.fence(rider=_finish(clock.now(ctx.run), episode)) as run:
+    # The decision's read goes with the fence's statement (decisions.StandingRead): it sees the fence's writes.
+    standing = decisions.StandingRead(run.pk, episode)
+    with ctx.fence(rider=_finish(clock.now(ctx.run), episode), along=standing.send) as run:
         fields = model_outages.recovered(run, episode)
-        decision = decisions.apply_outcome(run, episode, outcome) if run.is_open else decisions.Decision()
+        # An outage that ended wrote since (a notice resolved, a journal note): the decision reads after those.
+        read = standing.result() if run.is_open and not fields else standing.discard()
+        decision = (decisions.apply_outcome(run, episode, outcome, standing=read) if run.is_open
+                    else decisions.Decision())
         released = _close(run, fields=fields + decision.fields, decision=decision, epoch=epoch)
     return run, released
 

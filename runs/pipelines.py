@@ -7,7 +7,8 @@ are read after that Sync, so only statements whose results nothing in between ne
 - `synced_after_next_statement`: what the caller queued goes with the block's next statement (the address's lock
   before the send's row, runs.compliance.contact_lock);
 - `begun_with_next_statement`: a transaction's BEGIN, which psycopg sends and syncs on its own (even in pipeline
-  mode), goes with its first statement (the episode's fence, runs.context);
+  mode), goes with its first statement, and what the caller queues after it (the episode's closing fence and the
+  decision's read, runs.context, runs.decisions.StandingRead);
 - `committed_with_next_statement`: a transaction's last statement and its COMMIT (the episode's closing write,
   runs.execution._close).
 
@@ -34,32 +35,39 @@ from psycopg.pq import TransactionStatus
 def synced_after_next_statement(pipelined: contextlib.ExitStack, *,
                                 before_sync: Callable[[], None] | None = None) -> Iterator[None]:
     """Leave the pipeline `pipelined` holds (a Sync: the results of everything queued) right after the block's
-    next statement through a Django cursor is queued, and `before_sync` queued what follows it. Any later
-    statement of the block runs on its own."""
+    next statement through a Django cursor is queued, and `before_sync` queued what follows it (statements whose
+    results are read after the Sync). Any later statement of the block runs on its own."""
 
     def execute(run: Callable, sql: str, params, many: bool, context: dict):
         result = run(sql, params, many, context)
+        if not waiting:  # a later statement, or one `before_sync` queues
+            return result
+        waiting.clear()
         with connection.wrap_database_errors:
-            if before_sync is not None and pipelined_open:
+            if before_sync is not None:
                 before_sync()
-            pipelined_open.clear()
-            pipelined.close()  # once: a closed stack has nothing left to close
+            pipelined.close()
         return result
 
-    pipelined_open = [True]
+    waiting = [True]
     with connection.execute_wrapper(execute):
         yield
 
 
 @contextlib.contextmanager
-def begun_with_next_statement() -> Iterator[None]:
-    """The transaction's BEGIN travels with the block's next statement. Only in an outermost atomic block that has
-    sent nothing yet (a fence's: runs.context); elsewhere the block runs as usual. The statement's results are read
-    after the Sync, which leaves the transaction open (a Sync ends only an implicit transaction)."""
+def begun_with_next_statement(*, before_sync: Callable[[], None] | None = None) -> Iterator[None]:
+    """The transaction's BEGIN travels with the block's next statement, and `before_sync` queues what follows it in
+    the same round trip. Only in an outermost atomic block that has sent nothing yet (a fence's: runs.context);
+    elsewhere the statements run one by one, in the same order. The results are read after the Sync, which leaves
+    the transaction open (a Sync ends only an implicit transaction)."""
     raw = connection.connection
     if raw is None or not _outermost() or raw._pipeline is not None or raw.autocommit \
             or raw.pgconn.transaction_status != TransactionStatus.IDLE:
-        yield
+        if before_sync is None:
+            yield
+            return
+        with contextlib.ExitStack() as unpipelined, synced_after_next_statement(unpipelined, before_sync=before_sync):
+            yield
         return
     with contextlib.ExitStack() as pipelined:
         # Callbacks run last first: psycopg's own start of the transaction stays off until the Sync has run (then
@@ -72,7 +80,7 @@ def begun_with_next_statement() -> Iterator[None]:
         # right after it (it must see the transaction start before the next statement): one round trip of its own.
         # This one is queued already.
         _set_autocommit_flag(raw, True)
-        with synced_after_next_statement(pipelined):
+        with synced_after_next_statement(pipelined, before_sync=before_sync):
             yield
 
 

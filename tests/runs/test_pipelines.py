@@ -164,3 +164,24 @@ def test_an_error_after_the_fence_rolls_back_its_writes():
         raise RuntimeError("the decision failed")
     assert not JournalEntry.objects.filter(run=run).exists()
     assert [entry.kind for entry in ctx.pending] == ["note"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_read_sent_along_the_fence_sees_its_writes_in_its_round_trip(tmp_path):
+    run = loop_helpers.make_run()
+    episode = loop_helpers.add_episode(run, EpisodeKind.START)
+    epoch = loop_helpers.claim(run)
+    ctx = loop_helpers.context(Run.objects.get(pk=run.pk), episode, epoch=epoch)
+    with ctx.fence():  # the process reads the run's plan once (runs.plan_cache)
+        pass
+    ctx.journal("note", {"text": "written by the fence"})
+    sent = []
+
+    def along() -> None:
+        cursor = statements.cursor()
+        cursor.execute("SELECT count(*) FROM runs_journalentry WHERE run_id = %s", [run.pk])
+        sent.append(cursor)
+
+    with _syncs(tmp_path) as round_trips, ctx.fence(along=along):
+        assert sent[0].fetchone() == (1,)
+    assert round_trips == [2]  # BEGIN, the fence's statement and the read; then Django's COMMIT
