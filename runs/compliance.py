@@ -13,13 +13,13 @@ text is added by the runtime, so the model cannot forget it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
 
-from runs import acknowledgements, leases, pipelines, policy, statements
+from runs import acknowledgements, leases, policy, statements
 from runs.context import EpisodeContext
 from runs.episode_records import escalate, record
 from runs.models import Contact, EscalationKind, JournalKind, OutboxStatus, Run
@@ -137,8 +137,21 @@ def contact_lock(organization_id: int, *, channel: str, recipient: str) -> Itera
     with statements.cursor() as cursor, contextlib.ExitStack() as pipelined:
         pipelined.enter_context(connection.connection.pipeline())
         cursor.execute(LOCK_SQL, [f"lucia:contact:{organization_id}:{channel}:{recipient}"])
-        with pipelines.synced_after_next_statement(pipelined):
+        with connection.execute_wrapper(_leaving(pipelined)):
             yield
+
+
+def _leaving(pipelined: contextlib.ExitStack) -> Callable:
+    """An execute wrapper that leaves the pipeline (a sync: the results of the statements queued, the end of their
+    implicit transaction) right after the first statement it sees."""
+
+    def execute(run: Callable, sql: str, params, many: bool, context: dict):
+        result = run(sql, params, many, context)
+        with connection.wrap_database_errors:
+            pipelined.close()  # once: a closed stack has nothing left to close
+        return result
+
+    return execute
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ there re-executes the tool, and its result is journaled again).
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
 
-from runs import episode_loads, journal, lease_renewals, leases, pipelines
+from runs import episode_loads, journal, lease_renewals, leases
 from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, Run, Task, TaskStatus
 
@@ -62,22 +62,16 @@ class EpisodeContext:
         return self.loaded_facts
 
     @contextlib.contextmanager
-    def fence(self, *, rider: leases.Rider | None = None,
-              along: Callable[[], None] | None = None) -> Iterator[Run]:
+    def fence(self, *, rider: leases.Rider | None = None) -> Iterator[Run]:
         """Yield the locked run row, or raise LeaseLost (also when the heartbeat already saw it lost).
 
         Pending journal entries and pending writes are written by the fence's own statement, with `rider`;
-        if the transaction rolls back they are pending again. The transaction's BEGIN goes with that statement
-        (runs.pipelines): a LeaseLost or an error there rolls back the transaction before the body runs.
-        `along`: sends statements that run right after the fence's, in the same round trip (their results are read
-        in the body; on a LeaseLost they ran for nothing, and roll back with the rest).
+        if the transaction rolls back they are pending again.
         """
         taken = self._take()
         try:
             with transaction.atomic():
-                with pipelines.begun_with_next_statement(before_sync=along):  # one round trip
-                    run = self._write(taken, rider)
-                yield run
+                yield self._write(taken, rider)
         except BaseException:
             self._put_back(taken)
             raise

@@ -99,57 +99,22 @@ SELECT (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE 
 def read_standing(run: Run, episode: Episode) -> Standing:
     """Tasks, contacts, held rows, what the episode sent and the open question: one statement. Call under the
     fence, after the episode's own writes (its sends' results are written by that fence first)."""
-    read = StandingRead(run.pk, episode)
-    read.send()
-    return read.result()
+    with statements.cursor() as cursor:
+        cursor.execute(STANDING_SQL, {"run": run.pk, "episode": episode.pk,
+                                      "notice": json.dumps({escalations.NOTICE_FLAG: True})})
+        tasks, contacts, held_until, sent_something, sent_now, question = cursor.fetchone()
+    return Standing(
+        episode_id=episode.pk, tasks=json_rows.instances(Task, tasks), contacts=json_rows.instances(Contact, contacts),
+        held_until=held_until, sent_something=sent_something or _approved_draft_sent(episode), sent_now=sent_now,
+        open_escalation=json_rows.instance(Escalation, question) if question else None,
+    )
 
 
-class StandingRead:
-    """The standing read sent before its result is needed: `send` right after the closing fence's statement, in
-    the same round trip (runs.context.EpisodeContext.fence's `along`, runs.pipelines). Its statement runs after the
-    fence's, in its transaction: it sees the fence's writes and, as a read under the fence does, everything
-    committed before the fence's UPDATE took the run row's lock (a statement's snapshot is taken when it starts)."""
-
-    def __init__(self, run_id: int, episode: Episode) -> None:
-        self.run_id, self.episode = run_id, episode
-        self.cursor = None
-
-    def send(self) -> None:
-        self.cursor = statements.cursor()
-        self.cursor.execute(STANDING_SQL, {"run": self.run_id, "episode": self.episode.pk,
-                                           "notice": json.dumps({escalations.NOTICE_FLAG: True})})
-
-    def discard(self) -> None:
-        """Leave the result unread (the run ended, or what the read saw changed since)."""
-        if self.cursor is not None:
-            self.cursor.close()
-            self.cursor = None
-
-    def result(self) -> Standing | None:
-        """The standing it read; None when it was not sent."""
-        if self.cursor is None:
-            return None
-        with self.cursor as cursor:
-            tasks, contacts, held_until, sent_something, sent_now, question = cursor.fetchone()
-        self.cursor = None
-        episode = self.episode
-        return Standing(
-            episode_id=episode.pk, tasks=json_rows.instances(Task, tasks),
-            contacts=json_rows.instances(Contact, contacts), held_until=held_until,
-            sent_something=sent_something or _approved_draft_sent(episode), sent_now=sent_now,
-            open_escalation=json_rows.instance(Escalation, question) if question else None,
-        )
-
-
-def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome, *,
-                  standing: Standing | None = None) -> Decision:
+def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> Decision:
     """Complete the run when every required task is done; otherwise schedule what the policy says, or wait.
 
-    `standing`: the run read under this fence after the episode's writes (StandingRead), else read here.
     Returns what the caller's closing write saves (runs.execution); nothing when the run ended (end_run saved it).
     """
-    if standing is not None:
-        run._standing = standing
     standing = _standing(run, episode)
     held_until = standing.held_until
     if _required_tasks_done(run):

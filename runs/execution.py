@@ -7,14 +7,16 @@ The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py count
    entries and the outbox row, runs.outbox.open_row, which confirms the lease for the provider call that follows:
    runs.tool_executor._confirm_lease) and the provider call;
 3. close (`execute`'s last fence): one statement writes the pending entries, the sends' results and the
-   episode's end; the decision reads once (runs.decisions.StandingRead, sent with that statement), and the
-   closing write (`_close`) saves in one statement the episodes it schedules, the run, and the lease's release
-   when nothing else is due.
+   episode's end; the decision reads once (runs.decisions.read_standing), and the closing write (`_close`) saves
+   in one statement the episodes it schedules, the run, and the lease's release when nothing else is due.
    These stay one transaction: a statement's snapshot is taken before it waits for a lock, so an autocommit
    closing write could miss an event committed while it waited, release the lease and strand that episode; the
    episode's end would commit apart from its decision; and two commits wait for two WAL flushes, not one.
-   Two round trips (runs.pipelines): the transaction's BEGIN, the fence's statement and the decision's read, then
-   the closing write and the COMMIT.
+   Its BEGIN and COMMIT are round trips of their own, on purpose: psycopg's pipeline mode can send BEGIN with the
+   fence's statement, the decision's read with it too, and the COMMIT with the closing write (two round trips, not
+   five), but against a local server each pipeline costs more client CPU and wall than the round trips it saves
+   (issue 13, branch closepipe: ~+60 us CPU per episode, no wall gain). Over a network with a longer round trip
+   the balance differs.
 A worker that lost its lease gets LeaseLost from the next fence and has written nothing there.
 """
 
@@ -33,7 +35,6 @@ from runs import (
     lease_renewals,
     leases,
     model_outages,
-    pipelines,
     statements,
 )
 from runs.context import EpisodeContext, EpisodeOutcome
@@ -96,14 +97,9 @@ def execute(started: episode_loads.Started, *, epoch: int,
     # The loop's last journal entries and its sends' results are written by this fence. Only a lease holder
     # changes a running episode (the reaper and cancellation move the epoch first), so ctx.episode is the row
     # as it stands.
-    # The decision's read goes with the fence's statement (decisions.StandingRead): it sees the fence's writes.
-    standing = decisions.StandingRead(run.pk, episode)
-    with ctx.fence(rider=_finish(clock.now(ctx.run), episode), along=standing.send) as run:
+    with ctx.fence(rider=_finish(clock.now(ctx.run), episode)) as run:
         fields = model_outages.recovered(run, episode)
-        # An outage that ended wrote since (a notice resolved, a journal note): the decision reads after those.
-        read = standing.result() if run.is_open and not fields else standing.discard()
-        decision = (decisions.apply_outcome(run, episode, outcome, standing=read) if run.is_open
-                    else decisions.Decision())
+        decision = decisions.apply_outcome(run, episode, outcome) if run.is_open else decisions.Decision()
         released = _close(run, fields=fields + decision.fields, decision=decision, epoch=epoch)
     return run, released
 
@@ -218,10 +214,7 @@ CLOSE_FIELDS = ("state", "status", "wake_when")
 
 def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: int) -> bool:
     """Save `fields` of the locked run and the decision's episodes with next_wake_at, releasing the lease when
-    nothing is due; returns whether it was released (the worker then writes nothing more for this run).
-
-    The fence's last statement: when the fence is the outermost transaction, its COMMIT goes in the same round
-    trip (runs.pipelines.committed_with_next_statement), so nothing may follow it in the fence's block."""
+    nothing is due; returns whether it was released (the worker then writes nothing more for this run)."""
     unknown = set(fields) - set(CLOSE_FIELDS) - {"updated_at", "next_wake_at"}
     if unknown:
         raise ValueError(f"the closing write does not save {sorted(unknown)}")
@@ -232,8 +225,7 @@ def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: 
         params[f"set_{name}"] = name in fields
         params[name] = field.get_db_prep_save(getattr(run, field.attname), connection)
     with statements.cursor() as cursor:
-        with pipelines.committed_with_next_statement():
-            cursor.execute(CLOSE_SQL, params)
+        cursor.execute(CLOSE_SQL, params)
         run.next_wake_at, released = cursor.fetchone()
     if released:
         run.lease_owner = run.lease_expires_at = None
