@@ -12,6 +12,11 @@ The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py count
    These stay one transaction: a statement's snapshot is taken before it waits for a lock, so an autocommit
    closing write could miss an event committed while it waited, release the lease and strand that episode; the
    episode's end would commit apart from its decision; and two commits wait for two WAL flushes, not one.
+   Its BEGIN and COMMIT are round trips of their own, on purpose: psycopg's pipeline mode can send BEGIN with the
+   fence's statement, the decision's read with it too, and the COMMIT with the closing write (two round trips, not
+   five), but against a local server each pipeline costs more client CPU and wall than the round trips it saves
+   (issue 13, branch closepipe: ~+60 us CPU per episode, no wall gain). Over a network with a longer round trip
+   the balance differs.
 A worker that lost its lease gets LeaseLost from the next fence and has written nothing there.
 """
 
