@@ -25,6 +25,8 @@ from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg.types.datetime import TimestamptzLoader
 
+from runs import model_rows
+
 
 class ConvertedOnce(PostgresQuery):
     """A statement's placeholders turned into PostgreSQL's ($1, $2...) once per text and process.
@@ -137,7 +139,7 @@ def _read(model: type[models.Model], reading: _Reading, row: dict):
         for convert in converters:
             value = convert(value, field, connection)
         values[index] = value
-    return model.from_db(DEFAULT_DB_ALIAS, reading.attnames, values)
+    return model_rows.from_db(model, DEFAULT_DB_ALIAS, reading.attnames, values)
 
 
 class _Reading(NamedTuple):
