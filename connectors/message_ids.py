@@ -18,7 +18,8 @@ from django.utils.crypto import constant_time_compare
 from django.utils.encoding import force_bytes
 
 REPLY_PREFIX = "reply+"
-REPLY_TOKEN_SALT = "lucia.connectors.reply_token"
+# The salt that makes the mac's key this purpose's own (salted_hmac's key_salt; changing it orphans every address sent).
+MAC_PURPOSE = "lucia.connectors.reply_token"
 MAC_LENGTH = 16
 # The first 32 hex chars of the sha256 idempotency key: 128 bits, unique enough, short enough for a header.
 MESSAGE_ID_KEY_LENGTH = 32
@@ -44,7 +45,7 @@ def _mac_with(run_id: int, secret: str) -> str:
 def _keyed(secret: str) -> hmac.HMAC:
     """django.utils.crypto.salted_hmac's HMAC before any message: its purpose-specific key derived from `secret`
     once, not once per run (each `copy()` goes on from here)."""
-    key = hashlib.sha256(force_bytes(REPLY_TOKEN_SALT) + force_bytes(secret)).digest()
+    key = hashlib.sha256(force_bytes(MAC_PURPOSE) + force_bytes(secret)).digest()
     return hmac.new(key, digestmod=hashlib.sha256)
 
 
