@@ -10,7 +10,6 @@ or a human taking the run over since the start) is checked again by the statemen
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -35,8 +34,8 @@ class EpisodeFacts:
     inbound_headers: dict[int, dict]
     # The journal before this episode (model calls left out), oldest first: {seq, kind, data, at}.
     history: list[dict]
-    # Every identity of the organization (active or not), real ones first, as the start read them: `identities`
-    # (only an episode that sends asks, so they become instances on first use).
+    # Every identity of the organization (active or not), real ones first, as the start read them (rows by column
+    # name: only an episode that sends asks for one, and only that one becomes an instance, `identity`).
     identity_rows: list[dict]
     # (channel, address) pairs of the run's contacts that the organization suppressed.
     suppressed: set[tuple[str, str]]
@@ -46,17 +45,19 @@ class EpisodeFacts:
     sends_by_recipient: dict[str, list[tuple[datetime, datetime | None]]] | None = None
     # Rows this execution created, so a second look finds them without a query.
     created: list[OutboxMessage] = field(default_factory=list)
-
-    @functools.cached_property
-    def identities(self) -> list[Identity]:
-        return json_rows.instances(Identity, self.identity_rows)
+    # `identity`'s answers by channel.
+    _identity_by_channel: dict[str, Identity | None] = field(default_factory=dict, repr=False)
 
     def is_suppressed(self, *, channel: str, address: str) -> bool:
         return (channel, addresses.normalize(channel, address)) in self.suppressed
 
     def identity(self, channel: str) -> Identity | None:
-        """The organization's active identity on `channel`, a real one before a sandbox one."""
-        return next((i for i in self.identities if i.channel == channel and i.active), None)
+        """The organization's active identity on `channel`, a real one before a sandbox one (only its row becomes
+        an instance: a send asks for one channel of an organization that may have many identities)."""
+        if channel not in self._identity_by_channel:
+            row = next((row for row in self.identity_rows if row["channel"] == channel and row["active"]), None)
+            self._identity_by_channel[channel] = None if row is None else json_rows.instance(Identity, row)
+        return self._identity_by_channel[channel]
 
     def answers_up_to(self, seq: int) -> list[dict]:
         return [payload or {} for answer_seq, payload in self.human_answers if answer_seq <= seq]

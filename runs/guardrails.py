@@ -185,7 +185,7 @@ def _plan_trusted(plan: dict) -> _Trusted:
 def _run_parts(ctx: EpisodeContext) -> list[str]:
     """What the run trusts besides its plan: its contacts and identities, and text from the integrator and humans."""
     # Read once per episode with its facts (runs.episode_facts), not once per send.
-    identities = [identity.address for identity in ctx.facts.identities]
+    identities = [row["address"] for row in ctx.facts.identity_rows]
     answers = [payload for _, payload in ctx.facts.human_answers]
     parts = [
         ctx.run.goal, json.dumps(ctx.run.inputs or {}, default=str),

@@ -14,6 +14,8 @@ from decimal import Decimal
 from django.db import models
 from django.utils.dateparse import parse_date, parse_datetime
 
+from runs import model_rows
+
 
 def instances(model: type[models.Model], rows: list[dict] | None) -> list:
     return [instance(model, row) for row in rows or []]
@@ -21,8 +23,8 @@ def instances(model: type[models.Model], rows: list[dict] | None) -> list:
 
 def instance(model: type[models.Model], row: dict):
     names, columns = _layout(model)
-    return model.from_db("default", names, [row.get(column) if read is None else read(row.get(column))
-                                            for column, read in columns])
+    return model_rows.from_db(model, "default", names, [row.get(column) if read is None else read(row.get(column))
+                                                         for column, read in columns])
 
 
 @functools.cache

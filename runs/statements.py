@@ -25,6 +25,8 @@ from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg.types.datetime import TimestamptzLoader
 
+from runs import model_rows
+
 
 class ConvertedOnce(PostgresQuery):
     """A statement's placeholders turned into PostgreSQL's ($1, $2...) once per text and process.
@@ -69,6 +71,29 @@ class PreparedDebugCursor(CursorDebugWrapper):
             return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
 
 
+class PreparedCursor(CursorWrapper):
+    """Django's cursor wrapper for these statements, with fewer layers per call: without execute wrappers
+    (`connection.execute_wrapper`), a statement runs as Django's innermost executor runs it (the broken-transaction
+    check, database errors as Django's); the rows are fetched under the same error wrapping, without a wrapped
+    method built per fetch. With execute wrappers, every statement goes through them as with any cursor."""
+
+    def execute(self, sql, params=None):
+        if self.db.execute_wrappers:
+            return super().execute(sql, params)
+        return self._execute(sql, params)
+
+    def fetchone(self):
+        with self.db.wrap_database_errors:
+            return self.cursor.fetchone()
+
+    def fetchall(self):
+        with self.db.wrap_database_errors:
+            return self.cursor.fetchall()
+
+    def close(self):
+        self.cursor.close()
+
+
 def cursor(*, dicts: bool = False) -> CursorWrapper:
     """A cursor on the default connection whose statements are bound and prepared on the server. Use it as
     `with statements.cursor() as cursor:`; it joins the connection's current transaction like any cursor.
@@ -79,7 +104,7 @@ def cursor(*, dicts: bool = False) -> CursorWrapper:
     db.close_if_health_check_failed()
     db.ensure_connection()
     db.validate_thread_sharing()
-    wrapper = PreparedDebugCursor if db.queries_logged else CursorWrapper
+    wrapper = PreparedDebugCursor if db.queries_logged else PreparedCursor
     with db.wrap_database_errors:
         raw = PreparingCursor(db.connection, row_factory=dict_row) if dicts else PreparingCursor(db.connection)
         _load_timestamps(raw, db.timezone)
@@ -137,7 +162,7 @@ def _read(model: type[models.Model], reading: _Reading, row: dict):
         for convert in converters:
             value = convert(value, field, connection)
         values[index] = value
-    return model.from_db(DEFAULT_DB_ALIAS, reading.attnames, values)
+    return model_rows.from_db(model, DEFAULT_DB_ALIAS, reading.attnames, values)
 
 
 class _Reading(NamedTuple):

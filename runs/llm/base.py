@@ -34,7 +34,8 @@ class FrozenList(list):
 
 
 class FrozenDict(dict):
-    """A dict no one changes again, carrying its canonical JSON (computed once, by `frozen`)."""
+    """A dict no one changes again, carrying its canonical JSON (computed once, by `frozen`). An episode's facts
+    also carry the scripted model's plan for the episode once made (`scripted_plan`, runs.llm.scripted)."""
 
     canonical: str
     canonical_bytes: bytes

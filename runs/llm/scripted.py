@@ -57,7 +57,7 @@ import json
 from decimal import Decimal
 
 from runs.llm import scripted_rules
-from runs.llm.base import ChatRequest, ModelReply, ToolCall
+from runs.llm.base import ChatRequest, FrozenDict, ModelReply, ToolCall
 from runs.llm.scripted_facts import SEND_TOOLS, Done, Facts
 
 MODEL_NAME = "scripted-v1"
@@ -69,9 +69,8 @@ class ScriptedProvider:
     name = PROVIDER
 
     def complete(self, request: ChatRequest) -> ModelReply:
-        facts = Facts(request)
         history = _history(request.messages)
-        rule, actions = scripted_rules.plan(facts, history)
+        facts, (rule, actions) = _planned(request, history)
         step = len(history)
         failed = next((done for done in history if not done.ok and done.name in SEND_TOOLS.values()), None)
         raw = {"scripted": {"rule": rule, "step": step, "planned": [action.tool for action in actions]}}
@@ -84,6 +83,21 @@ class ScriptedProvider:
                           finish_reason="tool_calls", raw=raw)
         summary = f"{failed.name} failed; stopping for the runtime to decide" if failed else _summary(rule, history)
         return _reply(f"[scripted:{rule}] {summary}", [], finish_reason="stop", raw=raw)
+
+
+def _planned(request: ChatRequest, history: list[Done]) -> tuple[Facts, scripted_rules.Plan]:
+    """The request's facts and the episode's plan. An episode's requests share one frozen metadata (runs.prompts):
+    a plan that does not read the history is made once per episode and kept with it (for the same tools)."""
+    metadata, tools = request.metadata, request.tool_names()
+    kept = isinstance(metadata, FrozenDict) and scripted_rules.plans_without_history(
+        (metadata.get("event") or {}).get("kind") or "")
+    if kept and (known := metadata.__dict__.get("scripted_plan")) is not None and known[0] == tools:
+        return known[1], known[2]
+    facts = Facts(request)
+    planned = scripted_rules.plan(facts, history)
+    if kept:
+        metadata.scripted_plan = (tools, facts, planned)
+    return facts, planned
 
 
 def _history(messages: list[dict]) -> list[Done]:

@@ -265,6 +265,13 @@ _PLANNERS: dict[str, Callable[[Facts, list[Done]], Plan]] = {
     "call_report": _reply,
     "event": _reply,
 }
+# Planners that never read the history: the episode's plan is the same at every step (runs.llm.scripted reuses it).
+_HISTORY_FREE = frozenset({_outreach, _human_answer, _unknown_event})
+
+
+def plans_without_history(kind: str) -> bool:
+    """Whether an event of `kind` is planned from the facts alone (`plan` ignores the history)."""
+    return _PLANNERS.get(kind, _unknown_event) in _HISTORY_FREE
 
 
 def _ask(f: Facts, reason: str, *, role: str | None = None, quote: str | None = None) -> Action:

@@ -1,4 +1,7 @@
+import base64
+
 import pytest
+from django.utils.crypto import salted_hmac
 
 from connectors import message_ids
 
@@ -35,6 +38,18 @@ def test_reply_token_depends_on_secret_key(settings):
 
     assert message_ids.reply_token(7) != token
     assert message_ids.parse_reply_token(token) is None
+
+
+def test_reply_token_is_the_salted_hmac_of_the_run_id_as_addresses_already_sent_carry_it(settings):
+    # Reply addresses out in the world must keep finding their runs: the mac is salted_hmac's, base32, 16 letters.
+    for secret in ("first-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz", "second-secret-key-9876543210-zyxw"):
+        settings.SECRET_KEY = secret
+        for run_id in (1, 7, 4821, 10**12):
+            digest = salted_hmac("lucia.connectors.reply_token", str(run_id), secret=secret,
+                                 algorithm="sha256").digest()
+            mac = base64.b32encode(digest).decode().rstrip("=").lower()[:16]
+
+            assert message_ids.reply_token(run_id) == f"{run_id}-{mac}"
 
 
 def test_message_id_is_deterministic_and_parses_back_to_the_key_prefix():

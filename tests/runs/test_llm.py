@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from runs import leases
-from runs.llm import journaled, providers
+from runs.llm import journaled, providers, scripted_rules
 from runs.llm.base import ChatRequest, ModelError, canonical_json, frozen, function_tools
 from runs.llm.openai_provider import OpenAIProvider
 from runs.llm.scripted import MODEL_NAME, ScriptedProvider
@@ -517,3 +517,33 @@ def test_scripted_journal_entries_say_which_model_produced_them(leased_run):
     assert (entry.model_provider, entry.model_name, entry.cost) == ("scripted", MODEL_NAME, 0)
     assert entry.data["reply"]["tool_calls"][0]["name"] == reply.tool_calls[0].name == "send_email"
     assert Run.objects.filter(pk=run.pk).values_list("tokens_used", "steps_used").get() == (0, 1)
+
+
+def test_scripted_plans_an_outreach_once_per_episode_and_a_reply_at_every_step(monkeypatch):
+    planned = []
+    plan = scripted_rules.plan
+    monkeypatch.setattr(scripted_rules, "plan",
+                        lambda facts, history: planned.append(facts.kind) or plan(facts, history))
+
+    def run(event: dict) -> list:
+        metadata = frozen(_facts(event))  # one frozen metadata for the episode's requests, as runs.prompts makes it
+        messages = [{"role": "system", "content": "instructions"}, {"role": "user", "content": "context"}]
+        steps = []
+        for _ in range(8):
+            reply = ScriptedProvider().complete(_request(messages=list(messages), metadata=metadata))
+            if not reply.tool_calls:
+                return [*steps, ("content", reply.content)]
+            call = reply.tool_calls[0]
+            steps.append((call.name, call.arguments))
+            messages += [reply.assistant_message(),
+                         {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"ok": True})}]
+        raise AssertionError("the scripted model did not finish")
+
+    start = {"kind": "start", "step": 0, "channel": "email"}
+    assert run(start) == _episode(start)  # the same calls and closing text as with a plan made at every step
+    assert planned.count("start") == 1 + 2
+    inbound = {"kind": "inbound", "channel": "email", "text": "Here you go", "contact_role": "vendor",
+               "attachments": [{"filename": "W9-signed.pdf", "content_type": "application/pdf"}]}
+    planned.clear()
+    assert run(inbound) == _episode(inbound)
+    assert planned.count("inbound") == 2 * 3  # its results shape what follows: planned again at every step
