@@ -46,7 +46,8 @@ class EpisodeFacts:
     # Rows this execution created, so a second look finds them without a query.
     created: list[OutboxMessage] = field(default_factory=list)
     # `identity`'s answers by channel.
-    _identity_by_channel: dict[str, Identity | None] = field(default_factory=dict, repr=False)
+    _identity_by_channel: dict[str, Identity | None] = field(default_factory=dict, init=False, compare=False,
+                                                            repr=False)
 
     def is_suppressed(self, *, channel: str, address: str) -> bool:
         return (channel, addresses.normalize(channel, address)) in self.suppressed

@@ -52,10 +52,10 @@ def record_event(
         # delivery inserted before it let go of the row (its seq and its dedupe key).
         # Only what deciding and waking read (LOCK_SQL): the plan, inputs and state are large JSON, decoded for
         # nothing.
-        rows = statements.fetch_instances(Run, LOCK_SQL, {"run": run.pk})
-        if not rows:
+        locked_rows = statements.fetch_instances(Run, LOCK_SQL, {"run": run.pk})
+        if not locked_rows:
             raise Run.DoesNotExist(f"run {run.pk} does not exist")
-        locked = rows[0]
+        locked = locked_rows[0]
         if locked.is_open:
             rows = statements.fetch_dicts(RECORD_SQL, {
                 "run": locked.pk, "kind": kind, "payload": json.dumps(payload), "dedupe_key": dedupe_key,

@@ -188,7 +188,8 @@ RETURNING run_id, (SELECT journal_seq FROM run)
 
 def _insert(run: Run, *, contacts: list[dict], tasks: list[dict]) -> None:
     """Store `run` (setting its pk) with its contacts, tasks and start episode (INSERT_SQL)."""
-    fields = [field for field in Run._meta.concrete_fields if not field.primary_key]
+    # As the ORM's insert: no primary key (the database's), no generated column.
+    fields = [field for field in Run._meta.concrete_fields if not field.primary_key and not field.generated]
     prepared = [field.pre_save(run, add=True) for field in fields]
     # A field's database default (db_default) is the column's DEFAULT, as the ORM's insert leaves it.
     values = [field.get_db_prep_save(value, connection) for field, value in zip(fields, prepared, strict=True)

@@ -80,7 +80,10 @@ def gather(run: Run, *, start: datetime, opt_outs: dict[tuple[str, str], datetim
            horizon: datetime | None = None) -> Facts:
     """Everything the checks read, in two queries: the run with its rows (ROWS_SQL), then the suppressions of its
     contacts' addresses. `horizon`: the first instant after the simulated weeks."""
-    [run] = statements.fetch_instances(Run, ROWS_SQL, {"run": run.pk, "sent": OutboxStatus.SENT})
+    found = statements.fetch_instances(Run, ROWS_SQL, {"run": run.pk, "sent": OutboxStatus.SENT})
+    if not found:
+        raise Run.DoesNotExist(f"run {run.pk} does not exist")
+    run = found[0]
     run.organization = json_rows.instance(Organization, run.organization_row)
     rows = json.loads(run.rows)
     contacts = json_rows.instances(Contact, rows["contacts"])
