@@ -33,16 +33,23 @@ BATCH = 500
 REAP_BATCH = 100
 
 # Candidates: walks the partial index episode_due (status='queued', by due_at), so the cost follows the
-# number of due episodes, not the number of sleeping runs. Runs with a live lease (being advanced) or a task
-# already waiting (advance_enqueued_at) are left out, so a backed-up queue is not fed the same runs again.
+# number of due episodes, not the number of sleeping runs. Each due episode's run is looked up by its key (the
+# LATERAL's LIMIT keeps the planner from flattening it into a join, which it would run as a hash join over every
+# open run whenever its estimate of due episodes is high: 1,000,000 sleeping runs read for 50 due; the queue mark
+# is checked outside it, so its look at django-q2's queue is costed once, not per episode). Runs with a
+# live lease (being advanced) or a task already waiting (advance_enqueued_at) are left out, so a backed-up queue
+# is not fed the same runs again.
 # Params: queue.mark_params(), skip (run ids already claimed or failed in this pass), limit.
 DUE_RUNS_SQL = f"""
 SELECT e.run_id, min(e.due_at) AS first_due, r.advance_enqueued_at AS seen_mark
   FROM runs_episode e
-  JOIN runs_run r ON r.id = e.run_id
+ CROSS JOIN LATERAL (
+       SELECT r.advance_enqueued_at FROM runs_run r
+        WHERE r.id = e.run_id
+          AND NOT r.sim AND r.status IN ('active', 'waiting', 'waiting_human')
+          AND (r.lease_owner IS NULL OR r.lease_expires_at < statement_timestamp())
+        LIMIT 1) r
  WHERE e.status = 'queued' AND e.due_at <= statement_timestamp()
-   AND NOT r.sim AND r.status IN ('active', 'waiting', 'waiting_human')
-   AND (r.lease_owner IS NULL OR r.lease_expires_at < statement_timestamp())
    AND NOT {queue.WAITING_MARK_SQL}
    AND NOT (e.run_id = ANY(%(skip)s))
  GROUP BY e.run_id, r.advance_enqueued_at
