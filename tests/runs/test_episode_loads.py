@@ -3,11 +3,9 @@ connectors.addresses.normalize makes them, or a suppression (stored normalized) 
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
 
 from connectors import addresses
 from connectors.models import Suppression
@@ -72,41 +70,17 @@ def test_a_waiting_run_with_nothing_due_stays_waiting():
 def test_a_follow_up_cancelled_while_the_claim_waited_for_the_run_row_is_not_started():
     run = loop_helpers.make_run()
     followup = loop_helpers.add_episode(run, EpisodeKind.FOLLOWUP)
-    locked, commit = threading.Event(), threading.Event()
-    errors, starts = [], []
+    starts = []
 
     def reply() -> None:
         # A reply's writer: holds the run row, cancels the follow-up and records its own episode.
-        try:
-            with transaction.atomic():
-                Run.objects.select_for_update().get(pk=run.pk)
-                Episode.objects.filter(pk=followup.pk).update(status=EpisodeStatus.CANCELLED)
-                loop_helpers.add_episode(run, EpisodeKind.INBOUND)
-                locked.set()
-                assert commit.wait(30)
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            locked.set()
-            connection.close()
+        Run.objects.select_for_update().get(pk=run.pk)
+        Episode.objects.filter(pk=followup.pk).update(status=EpisodeStatus.CANCELLED)
+        loop_helpers.add_episode(run, EpisodeKind.INBOUND)
 
-    def claim() -> None:
-        try:
-            starts.append(episode_loads.claim_and_start(run.pk, owner="test"))
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    writer = threading.Thread(target=reply)
-    writer.start()
-    assert locked.wait(30)
-    claimer = threading.Thread(target=claim)  # its statement begins before the reply commits
-    claimer.start()
-    blocked = lock_waits.wait_for_a_lock_wait()
-    commit.set()
-    writer.join(30)
-    claimer.join(30)
+    # The claim's statement begins before the reply commits.
+    errors, blocked = lock_waits.behind_a_writer(
+        reply, lambda: starts.append(episode_loads.claim_and_start(run.pk, owner="test")))
 
     assert errors == [] and blocked
     assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.CANCELLED

@@ -3,11 +3,9 @@ run, and the run resumes by itself (closing that escalation) when the model answ
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
 
 import pytest
-from django.db import connection, transaction
 
 from runs import episode_loads, events, execution, worker
 from runs.llm.base import ChatRequest, ModelError, ModelReply
@@ -199,39 +197,17 @@ def test_a_reply_recorded_while_the_postponement_waited_for_the_run_row_keeps_th
     h.add_episode(run, EpisodeKind.START)
     start = episode_loads.claim_and_start(run.pk, owner="test")
     epoch = start.run.lease_epoch
-    locked, commit = threading.Event(), threading.Event()
-    errors, results = [], []
+    results = []
 
     def reply() -> None:
-        try:
-            with transaction.atomic():
-                events.record_event(run, kind=EpisodeKind.INBOUND, dedupe_key="reply-1",
-                                    payload={"channel": "email", "from": h.VENDOR_EMAIL, "text": "Here it is"})
-                locked.set()
-                assert commit.wait(30)
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            locked.set()
-            connection.close()
+        events.record_event(run, kind=EpisodeKind.INBOUND, dedupe_key="reply-1",
+                            payload={"channel": "email", "from": h.VENDOR_EMAIL, "text": "Here it is"})
 
     def postpone() -> None:
-        try:
-            results.append(execution.execute(execution.start_next(start, epoch=epoch), epoch=epoch, heartbeat=None))
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        results.append(execution.execute(execution.start_next(start, epoch=epoch), epoch=epoch, heartbeat=None))
 
-    writer = threading.Thread(target=reply)
-    writer.start()
-    assert locked.wait(30)
-    worker_thread = threading.Thread(target=postpone)  # its statement begins before the reply commits
-    worker_thread.start()
-    blocked = lock_waits.wait_for_a_lock_wait()
-    commit.set()
-    writer.join(30)
-    worker_thread.join(30)
+    # The postponement's statement begins before the reply commits.
+    errors, blocked = lock_waits.behind_a_writer(reply, postpone)
 
     assert errors == [] and blocked and model.failures == 1
     [(_, released)] = results
