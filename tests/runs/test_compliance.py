@@ -28,6 +28,17 @@ def twilio():
     server.stop()
 
 
+def _held_sms(run, episode) -> OutboxMessage:
+    """An SMS to the vendor that a flush may send now: held earlier (not_before passed), not yet sent."""
+    return OutboxMessage.objects.create(
+        idem_key=outbox.idem_key(run_id=run.pk, episode_id=episode.pk, task_key="", tool="send_sms",
+                                 recipient=s.VENDOR_NUMBER, ordinal=0),
+        run=run, episode=episode, tool="send_sms", channel="sms", recipient=s.VENDOR_NUMBER,
+        payload={"body": "Your W-9, please."}, created_at=timezone.now() - timedelta(hours=2),
+        not_before=timezone.now() - timedelta(hours=1),
+    )
+
+
 def _race(work, *, step, wait_after, monkeypatch) -> tuple[dict, list]:
     """Run `step(run, episode, epoch)` for each item of `work` in its own thread, all of them waiting for each other
     right after `wait_after` (a module attribute, as (module, name)) returned: the instant between deciding a send
@@ -92,13 +103,7 @@ def test_two_runs_flushing_held_sends_to_the_same_contact_send_only_what_the_cap
     work = []
     for run in (first, second):
         episode = h.add_episode(run, "flush")
-        OutboxMessage.objects.create(
-            idem_key=outbox.idem_key(run_id=run.pk, episode_id=episode.pk, task_key="", tool="send_sms",
-                                     recipient=s.VENDOR_NUMBER, ordinal=0),
-            run=run, episode=episode, tool="send_sms", channel="sms", recipient=s.VENDOR_NUMBER,
-            payload={"body": "Your W-9, please."}, created_at=timezone.now() - timedelta(hours=2),
-            not_before=timezone.now() - timedelta(hours=1),
-        )
+        _held_sms(run, episode)
         work.append((run, episode, h.claim(run)))
 
     # Both held rows are due and see room when the flush looks at them: only one may take the slot.
@@ -184,13 +189,7 @@ def test_a_held_send_waiting_for_the_address_lock_counts_the_send_recorded_under
     run = s.real_run(s.open_plan(per_contact_caps={"per_day": 1, "per_week": 5}))
     s.sms_identity(run.organization, twilio)
     episode = h.add_episode(run, "flush")
-    OutboxMessage.objects.create(
-        idem_key=outbox.idem_key(run_id=run.pk, episode_id=episode.pk, task_key="", tool="send_sms",
-                                 recipient=s.VENDOR_NUMBER, ordinal=0),
-        run=run, episode=episode, tool="send_sms", channel="sms", recipient=s.VENDOR_NUMBER,
-        payload={"body": "Your W-9, please."}, created_at=timezone.now() - timedelta(hours=2),
-        not_before=timezone.now() - timedelta(hours=1),
-    )
+    _held_sms(run, episode)
     epoch = h.claim(run)
 
     outcomes = _behind_the_lock(lambda: tool_executor.flush_pending(h.context(run, episode, epoch=epoch)),
