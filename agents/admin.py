@@ -6,20 +6,17 @@ Every write goes through a domain module (`agents.versions`, `agents.api_keys`,
 
 from __future__ import annotations
 
-from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
 from agents import api_keys, source_editor, versions
-from agents.builder_views import BuilderViews, publish_blocker
+from agents.admin_forms import AgentForm, AgentVersionForm, CopyTemplateForm, DeploymentForm
 from agents.models import Agent, AgentVersion, ApiKey, Deployment, Organization, VersionStatus
 from agents.staff import OrganizationScopedAdmin, scope_to_user, visible_organizations
-from simulator import gate, scorecards
+from simulator.builder_views import BuilderViews
 
 
 class SuperuserDeleteMixin:
@@ -126,19 +123,6 @@ class VersionInline(admin.TabularInline):
         return False
 
 
-class AgentForm(forms.ModelForm):
-    class Meta:
-        model = Agent
-        fields = ["organization", "slug", "name", "description"]
-
-
-class CopyTemplateForm(helpers.ActionForm):
-    organization = forms.ModelChoiceField(
-        queryset=Organization.objects.all(), required=False, label="Organization",
-        help_text="For “Copy into my organization”: the organization that gets the copy.",
-    )
-
-
 @admin.register(Agent)
 class AgentAdmin(OrganizationScopedAdmin, WritesThroughDomain, SuperuserDeleteMixin, admin.ModelAdmin):
     unowned_visible = True  # templates: every staff user reads them; copying one needs agents.add_agent
@@ -220,30 +204,6 @@ class AgentAdmin(OrganizationScopedAdmin, WritesThroughDomain, SuperuserDeleteMi
             else:
                 self.message_user(request, f"Copied {agent.slug} into {organization.slug} as draft v{draft.number}: "
                                   "simulate and publish it, then deploy.", messages.SUCCESS)
-
-
-class AgentVersionForm(forms.ModelForm):
-    # Kept as written (no strip); only the browser's CRLF line endings are undone.
-    source = forms.CharField(widget=source_editor.SourceEditor, strip=False)
-
-    class Meta:
-        model = AgentVersion
-        fields = ["agent", "source"]
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        if "agent" in self.fields:  # templates change only through fixtures/agents/ and `manage.py seed`
-            self.fields["agent"].queryset = self.fields["agent"].queryset.filter(organization__isnull=False)
-
-    def clean(self) -> dict:
-        if self.instance.pk and not self.instance.is_editable:
-            raise forms.ValidationError("This version is published and read-only: edit the agent for a new draft.")
-        if self.instance.pk and self.instance.agent.is_template:
-            raise forms.ValidationError("Templates are read-only: copy the template into an organization.")
-        return super().clean()
-
-    def clean_source(self) -> str:
-        return self.cleaned_data["source"].replace("\r\n", "\n")
 
 
 @admin.register(AgentVersion)
@@ -371,44 +331,6 @@ class AgentVersionAdmin(BuilderViews, OrganizationScopedAdmin, WritesThroughDoma
                 problems = "; ".join(str(error) for error in result.errors)
                 self.message_user(request, f"{version}: {len(result.errors)} error(s): {problems}", messages.ERROR)
 
-    @admin.action(description="Simulate in the background (a scorecard for the gate)", permissions=["change"])
-    def simulate(self, request: HttpRequest, queryset) -> None:
-        for version in queryset.select_related("agent__organization"):
-            if not self.may_build(request, version):
-                self.message_user(request, f"{version}: templates are simulated by `manage.py seed`.", messages.ERROR)
-                continue
-            try:
-                simulation = scorecards.request(version, organization=version.agent.organization, user=request.user)
-            except scorecards.SimulationError as refused:
-                self.message_user(request, f"{version}: {refused}", messages.ERROR)
-            else:
-                self.message_user(request, f"{version}: simulation #{simulation.pk} queued ({simulation.cases_total} "
-                                  "case(s)); its page shows the progress and the scorecard.", messages.SUCCESS)
-
-    @admin.action(description="Publish (through the gate)…", permissions=["change"])
-    def publish(self, request: HttpRequest, queryset) -> TemplateResponse | None:
-        chosen = list(queryset.select_related("agent"))
-        if request.POST.get("post") != "yes":  # first ask, like Django's "delete selected"
-            context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": "Publish?",
-                       "versions": [(version, publish_blocker(version, scorecards.latest(version)))
-                                    for version in chosen],
-                       "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME}
-            return TemplateResponse(request, "admin/agents/agentversion/publish_selected.html", context)
-        for version in chosen:
-            self._publish_one(request, version)
-        return None
-
-    def _publish_one(self, request: HttpRequest, version: AgentVersion) -> None:
-        try:
-            versions.refuse_template(version.agent)
-            published = gate.publish(version, user=request.user)
-        except versions.TemplateReadOnly as refused:
-            self.message_user(request, f"{version}: publish refused: {refused}", messages.ERROR)
-        except gate.PublishRefused as refused:
-            self.message_user(request, f"{version}: publish refused: {refused.reason}", messages.ERROR)
-        else:
-            self.message_user(request, f"Published {published}.", messages.SUCCESS)
-
     @admin.action(description="Retire", permissions=["change"])
     def retire(self, request: HttpRequest, queryset) -> None:
         for version in queryset.select_related("agent"):
@@ -419,29 +341,6 @@ class AgentVersionAdmin(BuilderViews, OrganizationScopedAdmin, WritesThroughDoma
                 self.message_user(request, f"{version}: {refused}", messages.ERROR)
             else:
                 self.message_user(request, f"Retired {retired}.", messages.SUCCESS)
-
-
-class DeploymentForm(forms.ModelForm):
-    class Meta:
-        model = Deployment
-        fields = ["organization", "version"]
-
-    def clean_version(self) -> AgentVersion:
-        version = self.cleaned_data["version"]
-        if version.status != VersionStatus.PUBLISHED:
-            raise forms.ValidationError(f"{version} is {version.status}; only published versions can be deployed.")
-        return version
-
-    def clean(self) -> dict:
-        data = super().clean()
-        organization, version = data.get("organization"), data.get("version")
-        if organization and version and version.agent.organization_id != organization.pk:
-            owner = version.agent.organization.slug if version.agent.organization else "a template"
-            raise forms.ValidationError(
-                f"{version.agent.slug} is {owner}'s agent, not {organization.slug}'s: an organization deploys only "
-                "its own agents (copy a template into it first)."
-            )
-        return data
 
 
 @admin.register(Deployment)

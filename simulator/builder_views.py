@@ -6,13 +6,17 @@ the permission its button needs, calls one domain function
 (`simulator.scorecards.request`, `simulator.gate.publish`,
 `agents.versions.deploy`) and reports with one message. Publishing and
 deploying ask for confirmation on a page of their own first.
+
+It lives here, on the edges' floor, because it drives the simulator and its
+publish gate; agents/admin.py (an edge too) mixes it in.
 """
 
 from __future__ import annotations
 
 import difflib
 
-from django.contrib import messages
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -33,7 +37,8 @@ ADD_DEPLOYMENT = "agents.add_deployment"
 
 
 class BuilderViews:
-    """URLs under a version's change page; the admin class supplies get_queryset and message_user."""
+    """URLs under a version's change page and the change list's simulate and publish actions; the admin class
+    supplies get_queryset and message_user."""
 
     def get_urls(self):
         wrap = self.admin_site.admin_view
@@ -85,6 +90,50 @@ class BuilderViews:
                 and not version.agent.is_template)
 
     # --- views --------------------------------------------------------------------------------------------
+
+    # The change list's actions on the chosen versions (AgentVersionAdmin.actions names them).
+
+    @admin.action(description="Simulate in the background (a scorecard for the gate)", permissions=["change"])
+    def simulate(self, request: HttpRequest, queryset) -> None:
+        for version in queryset.select_related("agent__organization"):
+            if not self.may_build(request, version):
+                self.message_user(request, f"{version}: templates are simulated by `manage.py seed`.", messages.ERROR)
+                continue
+            try:
+                simulation = scorecards.request(version, organization=version.agent.organization, user=request.user)
+            except scorecards.SimulationError as refused:
+                self.message_user(request, f"{version}: {refused}", messages.ERROR)
+            else:
+                self.message_user(request, f"{version}: simulation #{simulation.pk} queued ({simulation.cases_total} "
+                                  "case(s)); its page shows the progress and the scorecard.", messages.SUCCESS)
+
+    @admin.action(description="Publish (through the gate)…", permissions=["change"])
+    def publish(self, request: HttpRequest, queryset) -> TemplateResponse | None:
+        chosen = list(queryset.select_related("agent"))
+        if request.POST.get("post") != "yes":  # first ask, like Django's "delete selected"
+            context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": "Publish?",
+                       "versions": [(version, publish_blocker(version, scorecards.latest(version)))
+                                    for version in chosen],
+                       "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME}
+            return TemplateResponse(request, "admin/agents/agentversion/publish_selected.html", context)
+        for version in chosen:
+            self._publish_one(request, version, refused=f"{version}: publish refused: ", done="Published {}.")
+        return None
+
+    def _publish_one(self, request: HttpRequest, version: AgentVersion, *, refused: str, done: str) -> None:
+        """Publish through the gate and say so in one message: `refused` + the reason, or `done` with the
+        published version in its `{}`."""
+        try:
+            versions.refuse_template(version.agent)
+            published = gate.publish(version, user=request.user)
+        except versions.TemplateReadOnly as refusal:
+            reason = str(refusal)
+        except gate.PublishRefused as refusal:
+            reason = refusal.reason
+        else:
+            self.message_user(request, done.format(published), messages.SUCCESS)
+            return
+        self.message_user(request, f"{refused}{reason}", messages.ERROR)
 
     @method_decorator(require_GET)
     def diff_view(self, request: HttpRequest, pk: int) -> TemplateResponse:
@@ -144,15 +193,7 @@ class BuilderViews:
         if not self.may_build(request, version):
             raise PermissionDenied
         if request.method == "POST":
-            try:
-                versions.refuse_template(version.agent)
-                published = gate.publish(version, user=request.user)
-            except versions.TemplateReadOnly as refused:
-                self.message_user(request, f"Not published: {refused}", messages.ERROR)
-            except gate.PublishRefused as refused:
-                self.message_user(request, f"Not published: {refused.reason}", messages.ERROR)
-            else:
-                self.message_user(request, f"Published {published}: deploy it to run it.", messages.SUCCESS)
+            self._publish_one(request, version, refused="Not published: ", done="Published {}: deploy it to run it.")
             return HttpResponseRedirect(self._change_url(version))
         card = scorecards.latest(version)
         context = {
