@@ -34,10 +34,10 @@ class WritesThroughDomain:
     """
 
     def save_model(self, request: HttpRequest, obj, form, change: bool) -> None:
-        pass
+        """Nothing: save_form's domain function saved the row."""
 
     def save_related(self, request: HttpRequest, form, formsets, change: bool) -> None:
-        pass  # read-only inlines, no many-to-many; form.save_m2m does not exist since form.save() never ran
+        """Nothing: read-only inlines, no many-to-many; form.save_m2m does not exist since form.save() never ran."""
 
 
 class ApiKeyInline(admin.TabularInline):
