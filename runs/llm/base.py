@@ -10,20 +10,44 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import dataclass, field
 from decimal import Decimal
+from json import encoder as json_encoder
 from typing import Any, Protocol
 
-# json.dumps builds an encoder per call; one shared encoder writes the same text.
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+def encoder(**options: Any) -> Callable[[Any], str]:
+    """json.JSONEncoder(**options).encode, writing the same text, with its C encoder built once.
+
+    JSONEncoder.encode builds a new C encoder at every call (about a microsecond here, more than encoding a
+    small value), and an episode encodes a few dozen values. Without cycle markers: JSON data has no cycles
+    (a cyclic value would exhaust the stack instead of raising ValueError)."""
+    plain = json.JSONEncoder(**options)
+    make = json_encoder.c_make_encoder
+    if make is None or plain.indent is not None:
+        return plain.encode
+    quote = json_encoder.encode_basestring_ascii if plain.ensure_ascii else json_encoder.encode_basestring
+    encode_value = make(None, plain.default, quote, None, plain.key_separator, plain.item_separator,
+                        plain.sort_keys, plain.skipkeys, plain.allow_nan)
+
+    def encode(value: Any) -> str:
+        if isinstance(value, str):
+            return quote(value)
+        return "".join(encode_value(value, 0))
+
+    return encode
+
+
+_encode = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def canonical_json(value: Any) -> str:
     """One spelling per value (sorted keys, no spaces), so equal requests hash equally."""
     if isinstance(value, _FROZEN):
         return value.canonical
-    return _ENCODER.encode(value)
+    return _encode(value)
 
 
 class FrozenList(list):
@@ -34,8 +58,7 @@ class FrozenList(list):
 
 
 class FrozenDict(dict):
-    """A dict no one changes again, carrying its canonical JSON (computed once, by `frozen`). An episode's facts
-    also carry the scripted model's plan for the episode once made (`scripted_plan`, runs.llm.scripted)."""
+    """A dict no one changes again, carrying its canonical JSON (computed once, by `frozen`)."""
 
     canonical: str
     canonical_bytes: bytes
@@ -61,7 +84,7 @@ def _canonical_bytes(value: Any, depth: int) -> bytes:
     if _holds_frozen(value, depth):
         _write_spliced(value, depth, out)
     else:
-        out.append(_ENCODER.encode(value).encode())
+        out.append(_encode(value).encode())
     return b"".join(out)
 
 
@@ -75,7 +98,7 @@ def _write_spliced(value: Any, depth: int, out: list[bytes]) -> None:
         return
     if isinstance(value, dict):
         if not all(type(key) is str for key in value):  # json's own key conversions: leave them to it
-            out.append(_ENCODER.encode(value).encode())
+            out.append(_encode(value).encode())
             return
         members: list[tuple[str, Any]] = [(key, value[key]) for key in sorted(value)]
         opening, closing = b"{", b"}"
@@ -95,7 +118,7 @@ def _write_spliced(value: Any, depth: int, out: list[bytes]) -> None:
             between, first = [], False
         out.append(b"" if first else b",")
         if opening == b"{":
-            out.append(_ENCODER.encode(key).encode() + b":")
+            out.append(_encode(key).encode() + b":")
         _write_spliced(item, depth - 1, out)
         first = False
     if between:
@@ -106,7 +129,7 @@ def _write_spliced(value: Any, depth: int, out: list[bytes]) -> None:
 
 def _encode_between(members: list[tuple[str, Any]], *, dict_members: bool) -> bytes:
     """Members with no frozen value, encoded in one call: a dict's (or list's) text without its brackets."""
-    text = _ENCODER.encode(dict(members) if dict_members else [item for _, item in members])
+    text = _encode(dict(members) if dict_members else [item for _, item in members])
     return text[1:-1].encode()
 
 
@@ -172,7 +195,7 @@ class ChatRequest:
             digest.update(_canonical_bytes(self.messages, 1))
             digest.update(b',"metadata":')
             digest.update(_canonical_bytes(self.metadata, 1))
-            digest.update(f',"model":{_ENCODER.encode(self.model)},"temperature":{_ENCODER.encode(self.temperature)}'
+            digest.update(f',"model":{_encode(self.model)},"temperature":{_encode(self.temperature)}'
                           f',"tools":'.encode())
             digest.update(_canonical_bytes(self.tools, 1))
             digest.update(b"}")
