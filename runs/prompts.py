@@ -65,11 +65,12 @@ def _scripted_hints(plan: dict) -> dict:
 def metadata(ctx: EpisodeContext, *, now: datetime) -> dict:
     """The episode's facts, the same in each of its requests: frozen, so the request hash encodes them once."""
     plan = ctx.plan
-    event = _event(ctx)
+    tasks = _tasks(ctx)
+    event = _event(ctx, tasks)
     return frozen({
         "now": now.isoformat(),
         "event": event,
-        "tasks": _tasks(ctx),
+        "tasks": tasks,
         "contacts": _contacts(ctx),
         "capabilities": list(plan.get("capabilities") or []),
         "tools": [tool["name"] for tool in plan.get("tools") or []],
@@ -87,7 +88,7 @@ def metadata(ctx: EpisodeContext, *, now: datetime) -> dict:
     })
 
 
-def _event(ctx: EpisodeContext) -> dict:
+def _event(ctx: EpisodeContext, tasks: list[dict]) -> dict:
     episode, payload = ctx.episode, ctx.episode.payload or {}
     event: dict = {"kind": episode.kind, "seq": episode.seq}
     if episode.kind in (EpisodeKind.START, EpisodeKind.FOLLOWUP):
@@ -96,7 +97,7 @@ def _event(ctx: EpisodeContext) -> dict:
         event.update(step=step, channel=payload.get("channel") or _ladder_channel(ctx.plan, step),
                      final=step is not None and step >= _max_attempts(ctx.plan) - 1
                      and cadence.is_last_chase(ctx.plan, (ctx.run.state or {}).get("policy") or {}),
-                     task_key=payload.get("task_key") or _first_open_task(ctx))
+                     task_key=payload.get("task_key") or _first_open_task(tasks))
     elif episode.kind in (EpisodeKind.INBOUND, EpisodeKind.CALL_REPORT):
         event.update(
             channel=payload.get("channel") or ("voice" if episode.kind == EpisodeKind.CALL_REPORT else ""),
@@ -153,8 +154,8 @@ def _status_at_start(ctx: EpisodeContext, task: Task) -> str:
     return task.status
 
 
-def _first_open_task(ctx: EpisodeContext) -> str:
-    return next((t["key"] for t in _tasks(ctx) if t["status"] == "open" and t["required"]), "")
+def _first_open_task(tasks: list[dict]) -> str:
+    return next((t["key"] for t in tasks if t["status"] == "open" and t["required"]), "")
 
 
 def _contacts(ctx: EpisodeContext) -> list[dict]:

@@ -73,81 +73,59 @@ def frozen(value: list | dict) -> FrozenList | FrozenDict:
     spells it without encoding it again. Neither the copy nor anything inside it may change afterwards.
     A frozen value one level down (the hints in the facts) is taken as it already is."""
     copy = FrozenList(value) if isinstance(value, list) else FrozenDict(value)
-    copy.canonical_bytes = _canonical_bytes(value, 1)
+    copy.canonical_bytes = _canonical_bytes(value)
     copy.canonical = copy.canonical_bytes.decode()
     return copy
 
 
-def _canonical_bytes(value: Any, depth: int) -> bytes:
-    """canonical_json(value) in UTF-8, frozen values up to `depth` levels down taken as they already are."""
-    out: list[bytes] = []
-    if _holds_frozen(value, depth):
-        _write_spliced(value, depth, out)
-    else:
-        out.append(_encode(value).encode())
-    return b"".join(out)
-
-
-def _write_spliced(value: Any, depth: int, out: list[bytes]) -> None:
-    """Append the canonical JSON of `value`, which is frozen or holds a frozen value `depth` levels down.
+def _canonical_bytes(value: Any) -> bytes:
+    """canonical_json(value) in UTF-8, frozen values one level down (in a plain dict, list or tuple) taken as they
+    already are.
 
     The same text: a dict's members sorted by key and joined by ",", so the members between two frozen ones
     are encoded together, as a dict of their own whose braces are dropped (a list's items likewise)."""
     if isinstance(value, _FROZEN):
-        out.append(value.canonical_bytes)
-        return
-    if isinstance(value, dict):
-        if not all(type(key) is str for key in value):  # json's own key conversions: leave them to it
-            out.append(_encode(value).encode())
-            return
-        members: list[tuple[str, Any]] = [(key, value[key]) for key in sorted(value)]
-        opening, closing = b"{", b"}"
-    else:
-        members = [("", item) for item in value]
-        opening, closing = b"[", b"]"
-    out.append(opening)
-    between: list[tuple[str, Any]] = []
-    first = True
-    for key, item in members:
-        if not _holds_frozen(item, depth - 1):
-            between.append((key, item))
-            continue
-        if between:
-            out.append(b"" if first else b",")
-            out.append(_encode_between(between, dict_members=opening == b"{"))
-            between, first = [], False
-        out.append(b"" if first else b",")
-        if opening == b"{":
-            out.append(_encode(key).encode() + b":")
-        _write_spliced(item, depth - 1, out)
-        first = False
-    if between:
-        out.append(b"" if first else b",")
-        out.append(_encode_between(between, dict_members=opening == b"{"))
-    out.append(closing)
+        return value.canonical_bytes
+    kind = type(value)
+    if kind is dict:
+        if not _any_frozen(value.values()) or not all(type(key) is str for key in value):
+            return _encode(value).encode()  # json's own key conversions, if any: left to it
+        parts: list[bytes] = []
+        plain: dict = {}
+        for key in sorted(value):
+            item = value[key]
+            if isinstance(item, _FROZEN):
+                if plain:
+                    parts.append(_encode(plain)[1:-1].encode())
+                    plain = {}
+                parts.append(_encode(key).encode() + b":" + item.canonical_bytes)
+            else:
+                plain[key] = item
+        if plain:
+            parts.append(_encode(plain)[1:-1].encode())
+        return b"{" + b",".join(parts) + b"}"
+    if (kind is list or kind is tuple) and _any_frozen(value):
+        parts = []
+        items: list = []
+        for item in value:
+            if isinstance(item, _FROZEN):
+                if items:
+                    parts.append(_encode(items)[1:-1].encode())
+                    items = []
+                parts.append(item.canonical_bytes)
+            else:
+                items.append(item)
+        if items:
+            parts.append(_encode(items)[1:-1].encode())
+        return b"[" + b",".join(parts) + b"]"
+    return _encode(value).encode()
 
 
-def _encode_between(members: list[tuple[str, Any]], *, dict_members: bool) -> bytes:
-    """Members with no frozen value, encoded in one call: a dict's (or list's) text without its brackets."""
-    text = _encode(dict(members) if dict_members else [item for _, item in members])
-    return text[1:-1].encode()
-
-
-def _holds_frozen(value: Any, depth: int) -> bool:
-    """Whether `value` is frozen or (a plain dict, a list or a tuple) holds a frozen value `depth` levels down."""
-    if isinstance(value, _FROZEN):
-        return True
-    if not depth:
-        return False
-    if type(value) is dict:
-        items: Any = value.values()
-    elif type(value) in (list, tuple):
-        items = value
-    else:
-        return False
-    if depth == 1:
-        return any(isinstance(item, _FROZEN) for item in items)
-    return any(_holds_frozen(item, depth - 1) for item in items)
+def _any_frozen(items: Any) -> bool:
+    for item in items:
+        if isinstance(item, _FROZEN):
+            return True
+    return False
 
 
 def function_tools(plan_tools: list[dict]) -> list[dict]:
@@ -192,12 +170,12 @@ class ChatRequest:
             # fed to the digest as written; split down to the messages and the metadata's values, where the plan's
             # and the episode's frozen parts are.
             digest = hashlib.sha256(b'{"messages":')
-            digest.update(_canonical_bytes(self.messages, 1))
+            digest.update(_canonical_bytes(self.messages))
             digest.update(b',"metadata":')
-            digest.update(_canonical_bytes(self.metadata, 1))
+            digest.update(_canonical_bytes(self.metadata))
             digest.update(f',"model":{_encode(self.model)},"temperature":{_encode(self.temperature)}'
                           f',"tools":'.encode())
-            digest.update(_canonical_bytes(self.tools, 1))
+            digest.update(_canonical_bytes(self.tools))
             digest.update(b"}")
             known = digest.hexdigest()
             object.__setattr__(self, "_request_hash", known)
