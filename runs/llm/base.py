@@ -182,7 +182,13 @@ class ChatRequest:
         return known
 
     def tool_names(self) -> list[str]:
-        return [tool.get("function", {}).get("name", "") for tool in self.tools]
+        """The function tools' names, listed once per request (the model and the journal's summary both ask);
+        the list is the request's: not to be changed."""
+        known = self.__dict__.get("_tool_names")
+        if known is None:
+            known = [tool.get("function", {}).get("name", "") for tool in self.tools]
+            object.__setattr__(self, "_tool_names", known)
+        return known
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ from runs.llm.scripted_facts import SEND_TOOLS, Done, Facts, parse_json
 MODEL_NAME = "scripted-v1"
 PROVIDER = "scripted"
 FAILED_STATUSES = {"blocked", "rejected", "failed", "error", "refused", "denied"}
+FREE = Decimal(0)  # every reply's cost: one immutable value
 
 
 class ScriptedProvider:
@@ -148,5 +149,5 @@ def _summary(rule: str, history: list[Done]) -> str:
 def _reply(content: str | None, tool_calls: list[ToolCall], *, finish_reason: str, raw: dict) -> ModelReply:
     return ModelReply(
         content=content, tool_calls=tool_calls, finish_reason=finish_reason, tokens_in=0, tokens_out=0,
-        cost=Decimal(0), model_name=MODEL_NAME, provider=PROVIDER, raw=raw,
+        cost=FREE, model_name=MODEL_NAME, provider=PROVIDER, raw=raw,
     )
