@@ -10,20 +10,44 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import dataclass, field
 from decimal import Decimal
+from json import encoder as json_encoder
 from typing import Any, Protocol
 
-# json.dumps builds an encoder per call; one shared encoder writes the same text.
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+def encoder(**options: Any) -> Callable[[Any], str]:
+    """json.JSONEncoder(**options).encode, writing the same text, with its C encoder built once.
+
+    JSONEncoder.encode builds a new C encoder at every call (about a microsecond here, more than encoding a
+    small value), and an episode encodes a few dozen values. Without cycle markers: JSON data has no cycles
+    (a cyclic value would exhaust the stack instead of raising ValueError)."""
+    plain = json.JSONEncoder(**options)
+    make = json_encoder.c_make_encoder
+    if make is None or plain.indent is not None:
+        return plain.encode
+    quote = json_encoder.encode_basestring_ascii if plain.ensure_ascii else json_encoder.encode_basestring
+    encode_value = make(None, plain.default, quote, None, plain.key_separator, plain.item_separator,
+                        plain.sort_keys, plain.skipkeys, plain.allow_nan)
+
+    def encode(value: Any) -> str:
+        if isinstance(value, str):
+            return quote(value)
+        return "".join(encode_value(value, 0))
+
+    return encode
+
+
+_encode = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def canonical_json(value: Any) -> str:
     """One spelling per value (sorted keys, no spaces), so equal requests hash equally."""
     if isinstance(value, _FROZEN):
         return value.canonical
-    return _ENCODER.encode(value)
+    return _encode(value)
 
 
 class FrozenList(list):
@@ -34,8 +58,7 @@ class FrozenList(list):
 
 
 class FrozenDict(dict):
-    """A dict no one changes again, carrying its canonical JSON (computed once, by `frozen`). An episode's facts
-    also carry the scripted model's plan for the episode once made (`scripted_plan`, runs.llm.scripted)."""
+    """A dict no one changes again, carrying its canonical JSON (computed once, by `frozen`)."""
 
     canonical: str
     canonical_bytes: bytes
@@ -50,81 +73,59 @@ def frozen(value: list | dict) -> FrozenList | FrozenDict:
     spells it without encoding it again. Neither the copy nor anything inside it may change afterwards.
     A frozen value one level down (the hints in the facts) is taken as it already is."""
     copy = FrozenList(value) if isinstance(value, list) else FrozenDict(value)
-    copy.canonical_bytes = _canonical_bytes(value, 1)
+    copy.canonical_bytes = _canonical_bytes(value)
     copy.canonical = copy.canonical_bytes.decode()
     return copy
 
 
-def _canonical_bytes(value: Any, depth: int) -> bytes:
-    """canonical_json(value) in UTF-8, frozen values up to `depth` levels down taken as they already are."""
-    out: list[bytes] = []
-    if _holds_frozen(value, depth):
-        _write_spliced(value, depth, out)
-    else:
-        out.append(_ENCODER.encode(value).encode())
-    return b"".join(out)
-
-
-def _write_spliced(value: Any, depth: int, out: list[bytes]) -> None:
-    """Append the canonical JSON of `value`, which is frozen or holds a frozen value `depth` levels down.
+def _canonical_bytes(value: Any) -> bytes:
+    """canonical_json(value) in UTF-8, frozen values one level down (in a plain dict, list or tuple) taken as they
+    already are.
 
     The same text: a dict's members sorted by key and joined by ",", so the members between two frozen ones
     are encoded together, as a dict of their own whose braces are dropped (a list's items likewise)."""
     if isinstance(value, _FROZEN):
-        out.append(value.canonical_bytes)
-        return
-    if isinstance(value, dict):
-        if not all(type(key) is str for key in value):  # json's own key conversions: leave them to it
-            out.append(_ENCODER.encode(value).encode())
-            return
-        members: list[tuple[str, Any]] = [(key, value[key]) for key in sorted(value)]
-        opening, closing = b"{", b"}"
-    else:
-        members = [("", item) for item in value]
-        opening, closing = b"[", b"]"
-    out.append(opening)
-    between: list[tuple[str, Any]] = []
-    first = True
-    for key, item in members:
-        if not _holds_frozen(item, depth - 1):
-            between.append((key, item))
-            continue
-        if between:
-            out.append(b"" if first else b",")
-            out.append(_encode_between(between, dict_members=opening == b"{"))
-            between, first = [], False
-        out.append(b"" if first else b",")
-        if opening == b"{":
-            out.append(_ENCODER.encode(key).encode() + b":")
-        _write_spliced(item, depth - 1, out)
-        first = False
-    if between:
-        out.append(b"" if first else b",")
-        out.append(_encode_between(between, dict_members=opening == b"{"))
-    out.append(closing)
+        return value.canonical_bytes
+    kind = type(value)
+    if kind is dict:
+        if not _any_frozen(value.values()) or not all(type(key) is str for key in value):
+            return _encode(value).encode()  # json's own key conversions, if any: left to it
+        parts: list[bytes] = []
+        plain: dict = {}
+        for key in sorted(value):
+            item = value[key]
+            if isinstance(item, _FROZEN):
+                if plain:
+                    parts.append(_encode(plain)[1:-1].encode())
+                    plain = {}
+                parts.append(_encode(key).encode() + b":" + item.canonical_bytes)
+            else:
+                plain[key] = item
+        if plain:
+            parts.append(_encode(plain)[1:-1].encode())
+        return b"{" + b",".join(parts) + b"}"
+    if (kind is list or kind is tuple) and _any_frozen(value):
+        parts = []
+        items: list = []
+        for item in value:
+            if isinstance(item, _FROZEN):
+                if items:
+                    parts.append(_encode(items)[1:-1].encode())
+                    items = []
+                parts.append(item.canonical_bytes)
+            else:
+                items.append(item)
+        if items:
+            parts.append(_encode(items)[1:-1].encode())
+        return b"[" + b",".join(parts) + b"]"
+    return _encode(value).encode()
 
 
-def _encode_between(members: list[tuple[str, Any]], *, dict_members: bool) -> bytes:
-    """Members with no frozen value, encoded in one call: a dict's (or list's) text without its brackets."""
-    text = _ENCODER.encode(dict(members) if dict_members else [item for _, item in members])
-    return text[1:-1].encode()
-
-
-def _holds_frozen(value: Any, depth: int) -> bool:
-    """Whether `value` is frozen or (a plain dict, a list or a tuple) holds a frozen value `depth` levels down."""
-    if isinstance(value, _FROZEN):
-        return True
-    if not depth:
-        return False
-    if type(value) is dict:
-        items: Any = value.values()
-    elif type(value) in (list, tuple):
-        items = value
-    else:
-        return False
-    if depth == 1:
-        return any(isinstance(item, _FROZEN) for item in items)
-    return any(_holds_frozen(item, depth - 1) for item in items)
+def _any_frozen(items: Any) -> bool:
+    for item in items:
+        if isinstance(item, _FROZEN):
+            return True
+    return False
 
 
 def function_tools(plan_tools: list[dict]) -> list[dict]:
@@ -169,19 +170,25 @@ class ChatRequest:
             # fed to the digest as written; split down to the messages and the metadata's values, where the plan's
             # and the episode's frozen parts are.
             digest = hashlib.sha256(b'{"messages":')
-            digest.update(_canonical_bytes(self.messages, 1))
+            digest.update(_canonical_bytes(self.messages))
             digest.update(b',"metadata":')
-            digest.update(_canonical_bytes(self.metadata, 1))
-            digest.update(f',"model":{_ENCODER.encode(self.model)},"temperature":{_ENCODER.encode(self.temperature)}'
+            digest.update(_canonical_bytes(self.metadata))
+            digest.update(f',"model":{_encode(self.model)},"temperature":{_encode(self.temperature)}'
                           f',"tools":'.encode())
-            digest.update(_canonical_bytes(self.tools, 1))
+            digest.update(_canonical_bytes(self.tools))
             digest.update(b"}")
             known = digest.hexdigest()
             object.__setattr__(self, "_request_hash", known)
         return known
 
     def tool_names(self) -> list[str]:
-        return [tool.get("function", {}).get("name", "") for tool in self.tools]
+        """The function tools' names, listed once per request (the model and the journal's summary both ask);
+        the list is the request's: not to be changed."""
+        known = self.__dict__.get("_tool_names")
+        if known is None:
+            known = [tool.get("function", {}).get("name", "") for tool in self.tools]
+            object.__setattr__(self, "_tool_names", known)
+        return known
 
 
 @dataclass(frozen=True)

@@ -53,16 +53,16 @@ failed send the model stops and leaves the next move to the runtime.
 from __future__ import annotations
 
 import hashlib
-import json
 from decimal import Decimal
 
 from runs.llm import scripted_rules
 from runs.llm.base import ChatRequest, FrozenDict, ModelReply, ToolCall
-from runs.llm.scripted_facts import SEND_TOOLS, Done, Facts
+from runs.llm.scripted_facts import SEND_TOOLS, Done, Facts, parse_json
 
 MODEL_NAME = "scripted-v1"
 PROVIDER = "scripted"
 FAILED_STATUSES = {"blocked", "rejected", "failed", "error", "refused", "denied"}
+FREE = Decimal(0)  # every reply's cost: one immutable value
 
 
 class ScriptedProvider:
@@ -85,39 +85,50 @@ class ScriptedProvider:
         return _reply(f"[scripted:{rule}] {summary}", [], finish_reason="stop", raw=raw)
 
 
+# The last plan made for an episode whose plan ignores the history: (metadata, tool names, facts, plan). An
+# episode's requests share one frozen metadata (runs.prompts) and come one after another, so its later requests
+# find their plan here; a new episode's metadata is another object. Kept here, not on the metadata: the request's
+# vocabulary (runs.llm.base) knows nothing of this model.
+_last_plan: tuple[FrozenDict, list[str], Facts, scripted_rules.Plan] | None = None
+
+
 def _planned(request: ChatRequest, history: list[Done]) -> tuple[Facts, scripted_rules.Plan]:
-    """The request's facts and the episode's plan. An episode's requests share one frozen metadata (runs.prompts):
-    a plan that does not read the history is made once per episode and kept with it (for the same tools)."""
+    """The request's facts and the episode's plan: a plan that does not read the history is made once per
+    episode (for the same tools)."""
+    global _last_plan
     metadata, tools = request.metadata, request.tool_names()
     kept = isinstance(metadata, FrozenDict) and scripted_rules.plans_without_history(
         (metadata.get("event") or {}).get("kind") or "")
-    if kept and (known := metadata.__dict__.get("scripted_plan")) is not None and known[0] == tools:
-        return known[1], known[2]
+    known = _last_plan  # read once: another thread may replace it
+    if kept and known is not None and known[0] is metadata and known[1] == tools:
+        return known[2], known[3]
     facts = Facts(request)
     planned = scripted_rules.plan(facts, history)
     if kept:
-        metadata.scripted_plan = (tools, facts, planned)
+        _last_plan = (metadata, tools, facts, planned)
     return facts, planned
 
 
 def _history(messages: list[dict]) -> list[Done]:
     """The tool calls made since the last user message (this episode's turn), with their results."""
-    start = max((index for index, message in enumerate(messages) if message.get("role") == "user"), default=-1)
-    results = {message.get("tool_call_id"): message.get("content")
-               for message in messages[start + 1:] if message.get("role") == "tool"}
+    turn: list[dict] = []
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            break
+        turn.append(message)
+    if not turn:
+        return []
+    turn.reverse()
+    results = {message.get("tool_call_id"): message.get("content") for message in turn if message.get("role") == "tool"}
     history = []
-    for message in messages[start + 1:]:
+    for message in turn:
         calls = message.get("tool_calls") if message.get("role") == "assistant" else None
         for call in calls or []:
             function = call.get("function", {})
-            arguments = function.get("arguments") or "{}"
-            result = _parse_json(results.get(call.get("id")))
-            history.append(Done(
-                name=function.get("name", ""),
-                arguments=_parse_json(arguments) if isinstance(arguments, str) else arguments,
-                result=result,
-                ok=_succeeded(result),
-            ))
+            result = parse_json(results.get(call.get("id")))
+            # The arguments stay as written until a rule reads them (Done.arguments): most plans never do.
+            history.append(Done(name=function.get("name", ""), written=function.get("arguments") or "{}",
+                                result=result, ok=_succeeded(result)))
     return history
 
 
@@ -129,15 +140,6 @@ def _succeeded(result: object) -> bool:
     return str(result.get("status", "")).lower() not in FAILED_STATUSES
 
 
-def _parse_json(value: object) -> object:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value
-
-
 def _summary(rule: str, history: list[Done]) -> str:
     if not history:
         return "nothing to do for this event"
@@ -147,5 +149,5 @@ def _summary(rule: str, history: list[Done]) -> str:
 def _reply(content: str | None, tool_calls: list[ToolCall], *, finish_reason: str, raw: dict) -> ModelReply:
     return ModelReply(
         content=content, tool_calls=tool_calls, finish_reason=finish_reason, tokens_in=0, tokens_out=0,
-        cost=Decimal(0), model_name=MODEL_NAME, provider=PROVIDER, raw=raw,
+        cost=FREE, model_name=MODEL_NAME, provider=PROVIDER, raw=raw,
     )

@@ -5,8 +5,10 @@ Below both the model (runs.llm.scripted) and its rules (runs.llm.scripted_rules)
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from connectors import addresses
 from runs.llm.base import ChatRequest
@@ -19,9 +21,25 @@ class Done:
     """A tool call made earlier in this episode, with what the runtime answered."""
 
     name: str
-    arguments: dict
+    # The arguments as the assistant message carries them (JSON text, or already a dict).
+    written: str | dict
     result: object
     ok: bool
+
+    @cached_property
+    def arguments(self) -> dict:
+        """The arguments, parsed when first read: only the rules that look back at the history read them."""
+        return parse_json(self.written)
+
+
+def parse_json(value: object) -> object:
+    """The JSON value `value` spells; `value` itself when it is not text, or not JSON."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 class Facts:
