@@ -16,7 +16,6 @@ from zoneinfo import ZoneInfo
 
 from agents.models import Organization
 from connectors import addresses as address_forms
-from connectors.models import Suppression
 from runs import json_rows, leases, statements
 from runs.models import Contact, Episode, Escalation, EscalationKind, OutboxMessage, OutboxStatus, Run, Task
 
@@ -75,6 +74,12 @@ ROWS_SQL = """SELECT __RUN_COLUMNS__, __ORGANIZATION__ AS organization_row, (SEL
 ROWS_SQL = ROWS_SQL.replace("__RUN_COLUMNS__", ", ".join(f"r.{field.column}" for field in Run._meta.concrete_fields)
                             ).replace("__ORGANIZATION__", leases.ORGANIZATION_COLUMN.format(run="r"))
 
+# The organization's suppressions of the contacts' addresses, in Suppression's order; prepared (runs.statements),
+# not an ORM query compiled anew for every case.
+SUPPRESSIONS_SQL = """SELECT channel, address FROM connectors_suppression
+ WHERE organization_id = %(organization)s AND address = ANY(%(addresses)s::varchar[])
+ ORDER BY channel, address"""
+
 
 def gather(run: Run, *, start: datetime, opt_outs: dict[tuple[str, str], datetime] | None = None,
            horizon: datetime | None = None) -> Facts:
@@ -95,10 +100,12 @@ def gather(run: Run, *, start: datetime, opt_outs: dict[tuple[str, str], datetim
     sent = sorted((m for m in outbox if m.status == OutboxStatus.SENT), key=lambda m: (m.sent_at, m.pk))
     every_escalation = json_rows.instances(Escalation, rows["escalations"])
     wanted = {(channel, a) for c in contacts for channel in ADDRESS_FIELD for a in addresses(c, channel)}
-    suppressions = Suppression.objects.filter(organization_id=run.organization_id,
-                                              address__in={address for _, address in wanted})
-    suppressed = {(row.channel, row.address): (opt_outs or {}).get((row.channel, row.address), start)
-                  for row in suppressions if (row.channel, row.address) in wanted}
+    with statements.cursor() as cursor:
+        cursor.execute(SUPPRESSIONS_SQL, {"organization": run.organization_id,
+                                          "addresses": sorted({address for _, address in wanted})})
+        suppressions = cursor.fetchall()
+    suppressed = {(channel, address): (opt_outs or {}).get((channel, address), start)
+                  for channel, address in suppressions if (channel, address) in wanted}
     return Facts(run=run, start=start, contacts=contacts, tasks=json_rows.instances(Task, rows["tasks"]), sent=sent,
                  # Drafts a human approves are the agent's settings, not the agent needing help: the scorecard
                  # counts them apart (metrics["approvals"]).
