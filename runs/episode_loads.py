@@ -108,8 +108,9 @@ FACTS_SQL = """
                       WHERE e.run_id = h.id AND e.kind = 'inbound'
                         AND jsonb_typeof(e.payload -> 'inbound_message_id') = 'number')) AS inbound_headers,
     (SELECT coalesce(json_agg(x ORDER BY x.seq), '[]') FROM (
-        SELECT j.seq, j.kind, j.data, j.at FROM runs_journalentry j JOIN runs_episode e ON e.id = j.episode_id
-         WHERE j.run_id = h.id AND e.seq < (SELECT seq FROM candidate) AND j.kind <> 'model_call'
+        SELECT j.seq, j.kind, j.data, j.at FROM runs_journalentry j
+         WHERE j.run_id = h.id AND j.kind <> 'model_call'
+           AND (SELECT e.seq FROM runs_episode e WHERE e.id = j.episode_id) < (SELECT seq FROM candidate)
          ORDER BY j.seq DESC LIMIT %(history)s) x) AS history,
     (SELECT coalesce(json_agg(i ORDER BY i.sandbox, i.id), '[]') FROM connectors_identity i
       WHERE i.organization_id = h.organization_id) AS identities,
@@ -119,6 +120,10 @@ FACTS_SQL = """
     EXISTS (SELECT 1 FROM runs_escalation x
              WHERE x.run_id = h.id AND x.kind = 'handoff' AND x.status = 'open') AS handed_off,
     CASE WHEN h.sim THEN __SIM_SENDS__ ELSE __REAL_SENDS__ END AS sends"""
+
+# The history is the run's journal read backwards by (run_id, seq) (journal_unique_seq) until HISTORY_ENTRIES are
+# found, each entry's episode looked up by its key: as a join with runs_episode the prepared (generic) plan merged
+# it with a scan of every episode of every run, a cost that grew with the table.
 
 # Sends that count against per-contact caps (read whether or not the plan has caps: the row is read before the
 # plan is known; `_facts` drops them without caps): a simulation counts only its own, a real run every real run
