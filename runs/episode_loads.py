@@ -91,34 +91,46 @@ WAKE_SQL = """,
                                            WHEN runs_run.sim AND runs_run.virtual_now IS NOT NULL
                                            THEN runs_run.virtual_now ELSE %(wall)s END))) AS wakes) w)"""
 
+# The facts come back as one JSON object (`facts`; one column to decode instead of one per fact), but for the first
+# journal entry's time, read as a timestamp like every other column.
 FACTS_SQL = """
-    (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = h.id) AS tasks,
-    (SELECT coalesce(json_agg(o ORDER BY o.created_at, o.id), '[]') FROM runs_outboxmessage o
-      WHERE o.run_id = h.id
-        AND (o.episode_id = (SELECT id FROM candidate) OR o.status IN ('pending', 'sending'))) AS outbox,
     (SELECT j.at FROM runs_journalentry j WHERE j.episode_id = (SELECT id FROM candidate)
       ORDER BY j.seq LIMIT 1) AS first_entry_at,
-    (SELECT coalesce(json_agg(json_build_object('seq', e.seq, 'payload', e.payload) ORDER BY e.seq), '[]')
-       FROM runs_episode e WHERE e.run_id = h.id AND e.kind = 'human_answer') AS human_answers,
-    (SELECT coalesce(json_agg(json_build_object('id', e.id, 'seq', e.seq, 'kind', e.kind, 'status', e.status,
-                                                'payload', e.payload) ORDER BY e.seq), '[]')
-       FROM runs_episode e WHERE e.run_id = h.id AND e.kind IN ('inbound', 'call_report')) AS messages,
-    (SELECT coalesce(json_object_agg(m.id, m.headers), '{}') FROM connectors_inboundmessage m
-      WHERE m.id IN (SELECT (e.payload ->> 'inbound_message_id')::bigint FROM runs_episode e
-                      WHERE e.run_id = h.id AND e.kind = 'inbound'
-                        AND jsonb_typeof(e.payload -> 'inbound_message_id') = 'number')) AS inbound_headers,
-    (SELECT coalesce(json_agg(x ORDER BY x.seq), '[]') FROM (
-        SELECT j.seq, j.kind, j.data, j.at FROM runs_journalentry j JOIN runs_episode e ON e.id = j.episode_id
-         WHERE j.run_id = h.id AND e.seq < (SELECT seq FROM candidate) AND j.kind <> 'model_call'
-         ORDER BY j.seq DESC LIMIT %(history)s) x) AS history,
-    (SELECT coalesce(json_agg(i ORDER BY i.sandbox, i.id), '[]') FROM connectors_identity i
-      WHERE i.organization_id = h.organization_id) AS identities,
-    (SELECT coalesce(json_agg(json_build_array(s.channel, s.address)), '[]') FROM connectors_suppression s
-      WHERE s.organization_id = h.organization_id AND s.channel = ANY(%(channels)s)
-        AND s.address = ANY((SELECT addresses FROM known)::text[])) AS suppressions,
-    EXISTS (SELECT 1 FROM runs_escalation x
-             WHERE x.run_id = h.id AND x.kind = 'handoff' AND x.status = 'open') AS handed_off,
-    CASE WHEN h.sim THEN __SIM_SENDS__ ELSE __REAL_SENDS__ END AS sends"""
+    json_build_object(
+      'tasks', (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = h.id),
+      'outbox', (SELECT coalesce(json_agg(o ORDER BY o.created_at, o.id), '[]') FROM runs_outboxmessage o
+                  WHERE o.run_id = h.id
+                    AND (o.episode_id = (SELECT id FROM candidate) OR o.status IN ('pending', 'sending'))),
+      'human_answers', (
+          SELECT coalesce(json_agg(json_build_object('seq', e.seq, 'payload', e.payload) ORDER BY e.seq), '[]')
+            FROM runs_episode e WHERE e.run_id = h.id AND e.kind = 'human_answer'),
+      'messages', (
+          SELECT coalesce(json_agg(json_build_object('id', e.id, 'seq', e.seq, 'kind', e.kind, 'status', e.status,
+                                                     'payload', e.payload) ORDER BY e.seq), '[]')
+            FROM runs_episode e WHERE e.run_id = h.id AND e.kind IN ('inbound', 'call_report')),
+      'inbound_headers', (
+          SELECT coalesce(json_object_agg(m.id, m.headers), '{}') FROM connectors_inboundmessage m
+           WHERE m.id IN (SELECT (e.payload ->> 'inbound_message_id')::bigint FROM runs_episode e
+                           WHERE e.run_id = h.id AND e.kind = 'inbound'
+                             AND jsonb_typeof(e.payload -> 'inbound_message_id') = 'number')),
+      'history', (SELECT coalesce(json_agg(x ORDER BY x.seq), '[]') FROM (
+          SELECT j.seq, j.kind, j.data, j.at FROM runs_journalentry j
+           WHERE j.run_id = h.id AND j.kind <> 'model_call'
+             AND (SELECT e.seq FROM runs_episode e WHERE e.id = j.episode_id) < (SELECT seq FROM candidate)
+           ORDER BY j.seq DESC LIMIT %(history)s) x),
+      'identities', (SELECT coalesce(json_agg(i ORDER BY i.sandbox, i.id), '[]') FROM connectors_identity i
+                      WHERE i.organization_id = h.organization_id),
+      'suppressions', (
+          SELECT coalesce(json_agg(json_build_array(s.channel, s.address)), '[]') FROM connectors_suppression s
+           WHERE s.organization_id = h.organization_id AND s.channel = ANY(%(channels)s)
+             AND s.address = ANY((SELECT addresses FROM known)::text[])),
+      'handed_off', EXISTS (SELECT 1 FROM runs_escalation x
+                             WHERE x.run_id = h.id AND x.kind = 'handoff' AND x.status = 'open'),
+      'sends', CASE WHEN h.sim THEN __SIM_SENDS__ ELSE __REAL_SENDS__ END) AS facts"""
+
+# The history is the run's journal read backwards by (run_id, seq) (journal_unique_seq) until HISTORY_ENTRIES are
+# found, each entry's episode looked up by its key: as a join with runs_episode the prepared (generic) plan merged
+# it with a scan of every episode of every run, a cost that grew with the table.
 
 # Sends that count against per-contact caps (read whether or not the plan has caps: the row is read before the
 # plan is known; `_facts` drops them without caps): a simulation counts only its own, a real run every real run
@@ -226,7 +238,7 @@ def _start(sql: str, params: dict) -> Start:
                                               facts=None))
     episode = json_rows.instance(Episode, row["episode"])
     return Start(run=run, started=Started(run=run, episode=episode, blocked=None, contacts=contacts,
-                                          tasks=json_rows.instances(Task, row["tasks"]),
+                                          tasks=json_rows.instances(Task, row["facts"]["tasks"]),
                                           facts=_facts(row, plan=run.plan, episode=episode)))
 
 
@@ -241,22 +253,23 @@ def _has_caps(plan: dict) -> bool:
 
 
 def _facts(row: dict, *, plan: dict, episode: Episode | None) -> EpisodeFacts:
-    rows = json_rows.instances(OutboxMessage, row["outbox"])
+    facts = row["facts"]
+    rows = json_rows.instances(OutboxMessage, facts["outbox"])
     sends = None
     if _has_caps(plan):
         sends = {}
-        for recipient, created_at, sent_at in row["sends"]:
+        for recipient, created_at, sent_at in facts["sends"]:
             sends.setdefault(recipient, []).append((json_rows.datetime_of(created_at), json_rows.datetime_of(sent_at)))
     return EpisodeFacts(
         outbox_by_key={message.idem_key: message for message in rows if episode and message.episode_id == episode.pk},
         unsettled=[message for message in rows if message.status in ("pending", "sending")],
         first_entry_at=row["first_entry_at"],
-        human_answers=[(answer["seq"], answer["payload"] or {}) for answer in row["human_answers"]],
-        messages=row["messages"],
-        inbound_headers={int(key): value or {} for key, value in row["inbound_headers"].items()},
-        history=[{**entry, "at": json_rows.datetime_of(entry["at"])} for entry in row["history"]],
-        identity_rows=row["identities"],
-        suppressed={(channel, address) for channel, address in row["suppressions"]},
-        handed_off=row["handed_off"],
+        human_answers=[(answer["seq"], answer["payload"] or {}) for answer in facts["human_answers"]],
+        messages=facts["messages"],
+        inbound_headers={int(key): value or {} for key, value in facts["inbound_headers"].items()},
+        history=[{**entry, "at": json_rows.datetime_of(entry["at"])} for entry in facts["history"]],
+        identity_rows=facts["identities"],
+        suppressed={(channel, address) for channel, address in facts["suppressions"]},
+        handed_off=facts["handed_off"],
         sends_by_recipient=sends,
     )

@@ -11,10 +11,12 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 
+import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 
 from runs import leases
 
@@ -37,6 +39,7 @@ class Heartbeat:
         self.interval = interval if interval is not None else settings.LUCIA_HEARTBEAT_SECONDS
         self.lost = threading.Event()
         self.due = 0.0  # time.monotonic() of the next renewal; the beater's, under its lock
+        self.retry_soon = False  # the last renewal timed out on the run row's lock
 
     def __enter__(self) -> Heartbeat:
         _beater.register(self)
@@ -50,18 +53,52 @@ class Heartbeat:
             raise leases.LeaseLost(f"run {self.run_id}: heartbeat lost the lease (epoch {self.epoch})")
 
     def renew_once(self) -> bool:
-        """Renew the lease once, on the calling thread's connection; False (and `lost` set) when it is lost."""
+        """Renew the lease once, on the calling thread's connection (the beater's: its lock waits are bounded,
+        `_bound_lock_waits`); False (and `lost` set) when it is lost. A renewal that timed out waiting for the run
+        row's lock keeps the lease (it is still held, and the writer holding the row may be its own holder's fence,
+        which extends it) and is tried again sooner (`retry_soon`)."""
+        self.retry_soon = False
         try:
+            _bound_lock_waits()
             if leases.renew(self.run_id, epoch=self.epoch):
                 return True
             logger.warning("run %s: lease epoch %s lost", self.run_id, self.epoch)
+        except OperationalError as error:
+            if isinstance(error.__cause__, psycopg.errors.LockNotAvailable):
+                logger.warning("run %s: lease renewal waited too long for the run's row; trying again", self.run_id)
+                self.retry_soon = True
+                return True
+            self._unreachable()
         except Exception:
-            # A heartbeat that cannot reach the database cannot vouch for the lease.
-            logger.exception("run %s: heartbeat failed", self.run_id)
-            with contextlib.suppress(Exception):
-                connection.close()  # perhaps broken: the next renewal connects afresh
+            self._unreachable()
         self.lost.set()
         return False
+
+    def _unreachable(self) -> None:
+        # A heartbeat that cannot reach the database cannot vouch for the lease.
+        logger.exception("run %s: heartbeat failed", self.run_id)
+        with contextlib.suppress(Exception):
+            connection.close()  # perhaps broken: the next renewal connects afresh
+
+
+def lock_wait_seconds() -> float:
+    """How long a renewal waits for the run row's lock: the beater renews one lease at a time, so a renewal stuck
+    behind a writer (a long transaction on the run) would hold up every other lease of the process."""
+    return min(5.0, settings.LUCIA_HEARTBEAT_SECONDS / 4)
+
+
+def _bound_lock_waits() -> None:
+    """Set the calling thread's connection's lock_timeout, once per connection and value (the beater's own
+    connection: no worker's)."""
+    connection.ensure_connection()
+    timeout = f"{round(lock_wait_seconds() * 1000)}ms"
+    if _bounded.get(connection.connection) != timeout:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('lock_timeout', %s, false)", [timeout])
+        _bounded[connection.connection] = timeout
+
+
+_bounded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # connection -> the lock_timeout it was given
 
 
 class _Beater:
@@ -137,7 +174,8 @@ class _Beater:
             self._renewing = None
             self._settled.notify_all()
         if kept:
-            heartbeat.due = time.monotonic() + heartbeat.interval
+            wait = min(heartbeat.interval, lock_wait_seconds()) if heartbeat.retry_soon else heartbeat.interval
+            heartbeat.due = time.monotonic() + wait
         else:
             self._leases.discard(heartbeat)  # lost for good: nothing left to renew
 

@@ -62,7 +62,17 @@ class PreparingCursor(ServerBindingCursor):
         return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
 
 
-class PreparedDebugCursor(CursorDebugWrapper):
+class _Lending:
+    """A wrapper that gives its psycopg cursor back to the connection's idle ones when closed (`cursor`), once: a
+    second close must not give back a cursor lent to someone else since."""
+
+    def close(self):
+        if not self.__dict__.get("given_back"):
+            self.given_back = True
+            _give_back(self.db, self.cursor)
+
+
+class PreparedDebugCursor(_Lending, CursorDebugWrapper):
     """Django's query log for these statements: a statement bound on the server has no client-side text to log
     (Django reads psycopg's), so the log holds it as written, with its placeholders."""
 
@@ -71,7 +81,7 @@ class PreparedDebugCursor(CursorDebugWrapper):
             return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
 
 
-class PreparedCursor(CursorWrapper):
+class PreparedCursor(_Lending, CursorWrapper):
     """Django's cursor wrapper for these statements, with fewer layers per call: without execute wrappers
     (`connection.execute_wrapper`), a statement runs as Django's innermost executor runs it (the broken-transaction
     check, database errors as Django's); the rows are fetched under the same error wrapping, without a wrapped
@@ -90,9 +100,6 @@ class PreparedCursor(CursorWrapper):
         with self.db.wrap_database_errors:
             return self.cursor.fetchall()
 
-    def close(self):
-        self.cursor.close()
-
 
 def cursor(*, dicts: bool = False) -> CursorWrapper:
     """A cursor on the default connection whose statements are bound and prepared on the server. Use it as
@@ -106,9 +113,45 @@ def cursor(*, dicts: bool = False) -> CursorWrapper:
     db.validate_thread_sharing()
     wrapper = PreparedDebugCursor if db.queries_logged else PreparedCursor
     with db.wrap_database_errors:
-        raw = PreparingCursor(db.connection, row_factory=dict_row) if dicts else PreparingCursor(db.connection)
-        _load_timestamps(raw, db.timezone)
+        raw = _lend(db, dicts)
     return wrapper(raw, db)
+
+
+# A psycopg cursor costs more to make (its adapters map, the timestamp loader's registration) than a short
+# statement costs to send, and the hot path runs about eight per episode: each connection keeps one idle cursor
+# per row kind, lent to one `cursor()` at a time (a cursor asked for while it is lent, e.g. nested in another's
+# block, is a new one) and reused while the connection and the time zones it was set up for stay the same.
+_IDLE = "_lucia_idle_statement_cursors"
+
+
+def _lend(db, dicts: bool) -> PreparingCursor:
+    idle = db.__dict__.get(_IDLE)
+    raw = idle.pop(dicts, None) if idle is not None and idle.connection is db.connection else None
+    zones = (db.timezone, db.connection.pgconn.parameter_status(b"TimeZone"))  # the session's, as PostgreSQL says it
+    if raw is not None and raw.zones == zones and not raw.closed:
+        return raw
+    raw = PreparingCursor(db.connection, row_factory=dict_row) if dicts else PreparingCursor(db.connection)
+    raw.dicts, raw.zones = dicts, zones
+    _load_timestamps(raw, db.timezone)
+    return raw
+
+
+def _give_back(db, raw: PreparingCursor) -> None:
+    idle = db.__dict__.get(_IDLE)
+    if idle is None or idle.connection is not db.connection:
+        idle = db.__dict__[_IDLE] = _Idle(db.connection)
+    if raw.closed or raw.connection is not idle.connection or raw.dicts in idle:
+        raw.close()
+    else:
+        idle[raw.dicts] = raw
+
+
+class _Idle(dict):
+    """A connection's idle cursors by row kind (`dicts`)."""
+
+    def __init__(self, connection):
+        super().__init__()
+        self.connection = connection
 
 
 def _load_timestamps(raw: PreparingCursor, timezone) -> None:

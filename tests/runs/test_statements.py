@@ -102,3 +102,31 @@ def test_a_long_statement_converted_once_binds_each_execution_s_own_values():
 
     assert first == [{"total": 3, "a": 1, "pct": "100%"}] and second == [{"total": 30, "a": 10, "pct": "100%"}]
     assert positional == (42,)
+
+
+def test_a_cursor_given_back_is_lent_again_never_while_in_use():
+    with statements.cursor() as outer:
+        outer.execute("SELECT 1")
+        with statements.cursor() as inner:  # asked for while `outer` is lent: a cursor of its own
+            inner.execute("SELECT 2")
+            assert inner.cursor is not outer.cursor and inner.fetchall() == [(2,)]
+        assert outer.fetchall() == [(1,)]
+    kept, spare = inner.cursor, outer.cursor  # one idle cursor per row kind is kept, the other closed
+    assert not kept.closed and spare.closed
+
+    with statements.cursor() as again, statements.cursor(dicts=True) as dicts:
+        assert again.cursor is kept and dicts.cursor is not kept
+        again.execute("SELECT 3 AS three")
+        dicts.execute("SELECT 3 AS three")
+        assert again.fetchall() == [(3,)] and dicts.fetchall() == [{"three": 3}]
+
+
+@pytest.mark.django_db(transaction=True)  # the connection is closed (outside any transaction) and opened again
+def test_a_new_connection_lends_none_of_the_old_ones_cursors():
+    with statements.cursor() as first:
+        kept = first.cursor
+    connection.close()  # a new connection: the old one's cursors are not lent
+    with statements.cursor() as fresh:
+        assert fresh.cursor is not kept and fresh.cursor.connection is connection.connection
+        fresh.execute("SELECT 4")
+        assert fresh.fetchall() == [(4,)]
