@@ -13,8 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.backends.postgresql.base import ServerBindingCursor
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+from django.db.backends.utils import CursorWrapper
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
@@ -31,6 +30,7 @@ from connectors.base import (
     SignatureStamp,
 )
 from connectors.models import Channel, SandboxMessage
+from lucia_site.prepared_cursors import PreparedDebugWrapper, PreparingCursor
 
 SIGNATURE_HEADER = "X-Lucia-Sandbox-Signature"
 _SALT = "lucia.connectors.sandbox_inbound"
@@ -94,27 +94,6 @@ INSERT_SQL = ("INSERT INTO connectors_sandboxmessage (organization_id, channel, 
               " ON CONFLICT (idem_key) DO NOTHING")
 
 
-class _PreparingCursor(ServerBindingCursor):
-    """Binds the insert's values on the server and prepares its text once per connection.
-
-    Every simulated send (and every bench episode) runs that one insert: Django's default cursor quotes each value
-    (the payload's JSON too) into new text that PostgreSQL parses and plans every time. runs.statements does the
-    same for the runtime's statements; a connector imports nothing from runs.
-    """
-
-    def execute(self, query, params=None, *, prepare=None, binary=None):
-        return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
-
-
-class _PreparedDebugCursor(CursorDebugWrapper):
-    """Django's query log for it: a statement bound on the server has no client-side text, so it is logged as
-    written, with its placeholders (as runs.statements logs the runtime's)."""
-
-    def execute(self, sql, params=None):
-        with self.debug_sql(sql, params):
-            return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
-
-
 def _prepared_cursor() -> CursorWrapper:
     """A cursor on the default connection that prepares its statements, behind Django's wrappers as
     `connection.cursor()`'s is (query logging, execute wrappers, database errors as Django's)."""
@@ -122,9 +101,9 @@ def _prepared_cursor() -> CursorWrapper:
     db.close_if_health_check_failed()
     db.ensure_connection()
     with db.wrap_database_errors:
-        raw = _PreparingCursor(db.connection)
+        raw = PreparingCursor(db.connection)
     db.validate_thread_sharing()
-    return _PreparedDebugCursor(raw, db) if db.queries_logged else CursorWrapper(raw, db)
+    return PreparedDebugWrapper(raw, db) if db.queries_logged else CursorWrapper(raw, db)
 
 
 def _outage_error(outage: outages.Window) -> ConnectorError:

@@ -17,49 +17,15 @@ import functools
 from typing import NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
-from django.db.backends.postgresql.base import TIMESTAMPTZ_OID, ServerBindingCursor
+from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
 from django.db.backends.postgresql.psycopg_any import register_tzloader
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
-from psycopg._queries import PostgresQuery, _query2pg_nocache
+from django.db.backends.utils import CursorWrapper
 from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg.types.datetime import TimestamptzLoader
 
+from lucia_site.prepared_cursors import PreparedDebugWrapper, PreparingCursor
 from runs import model_rows
-
-
-class ConvertedOnce(PostgresQuery):
-    """A statement's placeholders turned into PostgreSQL's ($1, $2...) once per text and process.
-
-    psycopg caches that conversion only for texts under 4 KB with at most 50 parameters (its guard against ORMs'
-    ever-new multi-row INSERTs), so it parses the larger hot-path statements (the claim is 6.5 KB) on every
-    execution. Hot-path texts are few and reused, so a bounded cache keyed by the text itself holds them (a
-    text rebuilt per call, like a fence's with its riders, costs one hash of it per execution: far less than
-    the parse). psycopg's private query class: psycopg is pinned (requirements.lock) and
-    every statement test runs through it.
-    """
-
-    def convert(self, query, vars):
-        if type(query) is not str or vars is None:
-            super().convert(query, vars)
-            return
-        self.query, self._want_formats, self._order, self._parts = _converted(query, self._tx.encoding)
-        self.dump(vars)
-
-
-@functools.lru_cache(maxsize=256)
-def _converted(query: str, encoding: str) -> tuple:
-    return _query2pg_nocache(query.encode(encoding), encoding)
-
-
-class PreparingCursor(ServerBindingCursor):
-    """A server-binding psycopg cursor that prepares every statement it runs (psycopg keeps a per-connection
-    cache of prepared statements, keyed by text, and evicts the least used past `prepared_max`)."""
-
-    _query_cls = ConvertedOnce
-
-    def execute(self, query, params=None, *, prepare=None, binary=None):
-        return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
 
 
 class _Lending:
@@ -72,13 +38,8 @@ class _Lending:
             _give_back(self.db, self.cursor)
 
 
-class PreparedDebugCursor(_Lending, CursorDebugWrapper):
-    """Django's query log for these statements: a statement bound on the server has no client-side text to log
-    (Django reads psycopg's), so the log holds it as written, with its placeholders."""
-
-    def execute(self, sql, params=None):
-        with self.debug_sql(sql, params):
-            return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
+class PreparedDebugCursor(_Lending, PreparedDebugWrapper):
+    """The query-logging wrapper (DEBUG) of these statements."""
 
 
 class PreparedCursor(_Lending, CursorWrapper):
