@@ -125,16 +125,24 @@ def joined(riders: list[Rider]) -> Rider:
     """The riders added up (`a + b + ...`) in one pass: a fence's statement takes its pending riders and its own."""
     if len(riders) == 1:
         return riders[0]
+    sql = returning = run_sets = ""
+    conditions = []
     params: dict = {}
+    entries = tokens = steps = 0
+    cost = Decimal(0)
     for rider in riders:
+        sql += rider.sql
+        returning += rider.returning
+        run_sets += rider.run_sets
+        if rider.release_when:
+            conditions.append(f"({rider.release_when})")
         params.update(rider.params)
-    return Rider(sql="".join(rider.sql for rider in riders), params=params,
-                 returning="".join(rider.returning for rider in riders),
-                 run_sets="".join(rider.run_sets for rider in riders),
-                 release_when=" AND ".join(f"({rider.release_when})" for rider in riders if rider.release_when),
-                 journal_entries=sum(rider.journal_entries for rider in riders),
-                 tokens=sum(rider.tokens for rider in riders), cost=sum((rider.cost for rider in riders), Decimal(0)),
-                 steps=sum(rider.steps for rider in riders))
+        entries += rider.journal_entries
+        tokens += rider.tokens
+        cost += rider.cost
+        steps += rider.steps
+    return Rider(sql=sql, params=params, returning=returning, run_sets=run_sets, release_when=" AND ".join(conditions),
+                 journal_entries=entries, tokens=tokens, cost=cost, steps=steps)
 
 
 _tags = itertools.count(1)
