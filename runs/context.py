@@ -98,9 +98,7 @@ class EpisodeContext:
         self.pending_riders[:0] = taken[1]
 
     def _write(self, taken: tuple[list[journal.Entry], list[leases.Rider]], rider: leases.Rider | None) -> Run:
-        combined = journal.rider(taken[0])
-        for extra in [*taken[1], rider or leases.Rider()]:
-            combined = combined + extra
+        combined = leases.joined([journal.rider(taken[0]), *taken[1], *((rider,) if rider is not None else ())])
         sent = time.monotonic()
         run = leases.write(self.run_id, epoch=self.epoch, rider=combined, known=self.run)
         self.fenced_at = sent

@@ -96,12 +96,15 @@ SELECT (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE 
 """
 
 
+# STANDING_SQL's `notice`: what a notice's context holds (escalations.open_notice).
+_NOTICE = json.dumps({escalations.NOTICE_FLAG: True})
+
+
 def read_standing(run: Run, episode: Episode) -> Standing:
     """Tasks, contacts, held rows, what the episode sent and the open question: one statement. Call under the
     fence, after the episode's own writes (its sends' results are written by that fence first)."""
     with statements.cursor() as cursor:
-        cursor.execute(STANDING_SQL, {"run": run.pk, "episode": episode.pk,
-                                      "notice": json.dumps({escalations.NOTICE_FLAG: True})})
+        cursor.execute(STANDING_SQL, {"run": run.pk, "episode": episode.pk, "notice": _NOTICE})
         tasks, contacts, held_until, sent_something, sent_now, question = cursor.fetchone()
     return Standing(
         episode_id=episode.pk, tasks=json_rows.instances(Task, tasks), contacts=json_rows.instances(Contact, contacts),

@@ -155,7 +155,7 @@ class Planned:
 # follow-ups cancelled (`cancel_followups`), the planned episodes inserted, and `queued`, the run's queued episodes
 # as they stand after both. One statement sees one snapshot, so `queued` is built from what the other two return
 # rather than read again. The run row's lock (the fence) keeps every other insert out meanwhile.
-# `LIMIT 2` (PLANNED_MAX) is for the planner: it estimates a parameter's unnest at 100 rows, so the prepared
+# `LIMIT 2` (PLANNED_MAX) is for the planner: it estimates the rows of a parameter's JSON array at 100, so the prepared
 # statement's generic plan looked dearer than planning each execution for its one or two rows, and PostgreSQL
 # re-planned it every time.
 CLOSING_EPISODES_SQL = """
@@ -166,9 +166,10 @@ cancelled AS (
 ),
 planned AS (
     SELECT p.kind, p.payload, p.dedupe_key, p.due_at, row_number() OVER (ORDER BY p.n) AS n
-      FROM (SELECT * FROM unnest(%(p_kind)s::varchar[], %(p_payload)s::jsonb[], %(p_dedupe_key)s::varchar[],
-                                 %(p_due_at)s::timestamptz[], %(p_unless_queued_by)s::timestamptz[])
-                     WITH ORDINALITY AS p(kind, payload, dedupe_key, due_at, unless_queued_by, n)
+      FROM (SELECT (e ->> 'kind')::varchar AS kind, e -> 'payload' AS payload,
+                   (e ->> 'dedupe_key')::varchar AS dedupe_key, (e ->> 'due_at')::timestamptz AS due_at,
+                   (e ->> 'unless_queued_by')::timestamptz AS unless_queued_by, n
+              FROM jsonb_array_elements(%(planned)s::jsonb) WITH ORDINALITY AS p(e, n)
              LIMIT 2) p
      WHERE NOT EXISTS (SELECT 1 FROM runs_episode e WHERE e.run_id = %(run)s AND e.dedupe_key = p.dedupe_key)
        AND (p.unless_queued_by IS NULL
@@ -201,14 +202,13 @@ def closing_params(planned: list[Planned], *, cancel_followups: bool) -> dict:
     planned episodes."""
     if len(planned) > PLANNED_MAX:
         raise ValueError(f"{len(planned)} episodes planned at once; the closing write inserts up to {PLANNED_MAX}")
-    return {
-        "cancel_followups": cancel_followups,
-        "p_kind": [episode.kind for episode in planned],
-        "p_payload": [json.dumps(episode.payload) for episode in planned],
-        "p_dedupe_key": [episode.dedupe_key for episode in planned],
-        "p_due_at": [episode.due_at for episode in planned],
-        "p_unless_queued_by": [episode.unless_queued_by for episode in planned],
-    }
+    # One JSON text, not an array parameter per column: psycopg dumps arrays element by element in Python (about
+    # 30 us for five one-element arrays), json.dumps in C.
+    return {"cancel_followups": cancel_followups, "planned": json.dumps([
+        {"kind": episode.kind, "payload": episode.payload, "dedupe_key": episode.dedupe_key,
+         "due_at": episode.due_at.isoformat(),
+         "unless_queued_by": episode.unless_queued_by and episode.unless_queued_by.isoformat()}
+        for episode in planned])}
 
 
 def cancel_pending_followups(run: Run) -> int:

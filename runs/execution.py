@@ -210,6 +210,7 @@ RETURNING next_wake_at, lease_owner IS NULL
 """  # noqa: S608 (constants; every value is a parameter)
 # The run fields a decision may change (runs.decisions, runs.model_outages.recovered).
 CLOSE_FIELDS = ("state", "status", "wake_when")
+_CLOSE_FIELDS = tuple((name, Run._meta.get_field(name)) for name in CLOSE_FIELDS)
 
 
 def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: int) -> bool:
@@ -220,10 +221,10 @@ def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: 
         raise ValueError(f"the closing write does not save {sorted(unknown)}")
     params = {"wall": clock.wall_now(), "open": run.is_open, "run": run.pk, "now": clock.now(run), "epoch": epoch,
               **events.closing_params(decision.scheduled, cancel_followups=decision.cancel_followups)}
-    for name in CLOSE_FIELDS:
-        field = Run._meta.get_field(name)
-        params[f"set_{name}"] = name in fields
-        params[name] = field.get_db_prep_save(getattr(run, field.attname), connection)
+    for name, field in _CLOSE_FIELDS:
+        params[f"set_{name}"] = chosen = name in fields
+        # A field the statement leaves as it is goes as NULL, not encoded for nothing (the state is a JSON document).
+        params[name] = field.get_db_prep_save(getattr(run, field.attname), connection) if chosen else None
     with statements.cursor() as cursor:
         cursor.execute(CLOSE_SQL, params)
         run.next_wake_at, released = cursor.fetchone()

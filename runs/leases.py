@@ -14,7 +14,7 @@ import contextlib
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
@@ -119,6 +119,30 @@ class Rider:
                      release_when=" AND ".join(f"({c})" for c in (self.release_when, other.release_when) if c),
                      journal_entries=self.journal_entries + other.journal_entries, tokens=self.tokens + other.tokens,
                      cost=self.cost + other.cost, steps=self.steps + other.steps)
+
+
+def joined(riders: list[Rider]) -> Rider:
+    """The riders added up (`a + b + ...`) in one pass: a fence's statement takes its pending riders and its own."""
+    if len(riders) == 1:
+        return riders[0]
+    sql = returning = run_sets = ""
+    conditions = []
+    params: dict = {}
+    entries = tokens = steps = 0
+    cost = Decimal(0)
+    for rider in riders:
+        sql += rider.sql
+        returning += rider.returning
+        run_sets += rider.run_sets
+        if rider.release_when:
+            conditions.append(f"({rider.release_when})")
+        params.update(rider.params)
+        entries += rider.journal_entries
+        tokens += rider.tokens
+        cost += rider.cost
+        steps += rider.steps
+    return Rider(sql=sql, params=params, returning=returning, run_sets=run_sets, release_when=" AND ".join(conditions),
+                 journal_entries=entries, tokens=tokens, cost=cost, steps=steps)
 
 
 _tags = itertools.count(1)
@@ -250,24 +274,25 @@ _STARTED_ATTNAMES = tuple(Run._meta.get_field(name).attname for name in STARTED_
 def _renumbered(rider: Rider) -> tuple[Rider, dict[str, str]]:
     """`rider` with its tags numbered from 1 in order of appearance, and the returned columns' new names mapped
     to the names the rider's authors know."""
-    text = rider.sql + rider.run_sets + rider.release_when
-    numbers = {old: str(new) for new, old in enumerate(dict.fromkeys(_TAG.findall(text)), start=1)}
-    if all(old == new for old, new in numbers.items()):
+    # Its texts and parameter names renamed in one text (none holds a NUL: PostgreSQL's texts cannot), with one
+    # split: a pass in C, no Python call per tag (the fence's text has dozens).
+    texts = (rider.sql, rider.run_sets, rider.release_when, rider.returning, *rider.params)
+    parts = _TAG.split("\0".join(texts))
+    found = parts[1::2]
+    names = {number: f"rider{new}" for new, number in enumerate(dict.fromkeys(found), start=1)}
+    if all(name == f"rider{number}" for number, name in names.items()):
         return rider, {}
+    parts[1::2] = [names[number] for number in found]
+    sql, run_sets, release_when, returning, *params = "".join(parts).split("\0")
+    renamed = {new: name for new, name in zip(_RETURNED.findall(returning), _RETURNED.findall(rider.returning),
+                                              strict=True) if new != name}
+    return Rider(sql=sql, params=dict(zip(params, rider.params.values(), strict=True)), returning=returning,
+                 run_sets=run_sets, release_when=release_when, journal_entries=rider.journal_entries,
+                 tokens=rider.tokens, cost=rider.cost, steps=rider.steps), renamed
 
-    def rename(text: str) -> str:
-        # split, not sub with a function: one pass in C, no Python call per tag (the fence's text has dozens).
-        parts = _TAG.split(text)
-        parts[1::2] = [f"rider{numbers.get(number, number)}" for number in parts[1::2]]
-        return "".join(parts)
 
-    returned = [name.strip() for name in re.findall(r" AS (\w+)", rider.returning)]
-    renamed = {new: name for name in returned if (new := rename(name)) != name}
-    # The parameters' names renamed together, in one text (a name never holds a newline).
-    names = rename("\n".join(rider.params)).split("\n") if rider.params else []
-    params = dict(zip(names, rider.params.values(), strict=True))
-    return replace(rider, sql=rename(rider.sql), returning=rename(rider.returning), run_sets=rename(rider.run_sets),
-                   release_when=rename(rider.release_when), params=params), renamed
+# A column a rider returns: ", (SELECT id FROM name) AS name".
+_RETURNED = re.compile(r" AS (\w+)")
 
 
 def _children(run: str) -> str:
