@@ -12,7 +12,6 @@ import json
 from datetime import datetime
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.utils import CursorWrapper
 from django.http import HttpRequest
 from django.utils import timezone
@@ -30,7 +29,7 @@ from connectors.base import (
     SignatureStamp,
 )
 from connectors.models import Channel, SandboxMessage
-from lucia_site.prepared_cursors import PreparedDebugWrapper, PreparingCursor
+from connectors.prepared_cursors import PreparedDebugWrapper, PreparingCursor, connected
 
 SIGNATURE_HEADER = "X-Lucia-Sandbox-Signature"
 _SALT = "lucia.connectors.sandbox_inbound"
@@ -97,12 +96,9 @@ INSERT_SQL = ("INSERT INTO connectors_sandboxmessage (organization_id, channel, 
 def _prepared_cursor() -> CursorWrapper:
     """A cursor on the default connection that prepares its statements, behind Django's wrappers as
     `connection.cursor()`'s is (query logging, execute wrappers, database errors as Django's)."""
-    db = connections[DEFAULT_DB_ALIAS]  # what `connection` stands for, looked up once
-    db.close_if_health_check_failed()
-    db.ensure_connection()
+    db = connected()
     with db.wrap_database_errors:
         raw = PreparingCursor(db.connection)
-    db.validate_thread_sharing()
     return PreparedDebugWrapper(raw, db) if db.queries_logged else CursorWrapper(raw, db)
 
 

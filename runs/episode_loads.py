@@ -92,7 +92,10 @@ WAKE_SQL = """,
                                            THEN runs_run.virtual_now ELSE %(wall)s END))) AS wakes) w)"""
 
 # The facts come back as one JSON object (`facts`; one column to decode instead of one per fact), but for the first
-# journal entry's time, read as a timestamp like every other column.
+# journal entry's time, read as a timestamp like every other column. The history is the run's journal read
+# backwards by (run_id, seq) (journal_unique_seq) until HISTORY_ENTRIES are found, each entry's episode looked up by
+# its key: as a join with runs_episode the prepared (generic) plan merged it with a scan of every episode of every
+# run, a cost that grew with the table.
 FACTS_SQL = """
     (SELECT j.at FROM runs_journalentry j WHERE j.episode_id = (SELECT id FROM candidate)
       ORDER BY j.seq LIMIT 1) AS first_entry_at,
@@ -127,10 +130,6 @@ FACTS_SQL = """
       'handed_off', EXISTS (SELECT 1 FROM runs_escalation x
                              WHERE x.run_id = h.id AND x.kind = 'handoff' AND x.status = 'open'),
       'sends', CASE WHEN h.sim THEN __SIM_SENDS__ ELSE __REAL_SENDS__ END) AS facts"""
-
-# The history is the run's journal read backwards by (run_id, seq) (journal_unique_seq) until HISTORY_ENTRIES are
-# found, each entry's episode looked up by its key: as a join with runs_episode the prepared (generic) plan merged
-# it with a scan of every episode of every run, a cost that grew with the table.
 
 # Sends that count against per-contact caps (read whether or not the plan has caps: the row is read before the
 # plan is known; `_facts` drops them without caps): a simulation counts only its own, a real run every real run

@@ -224,6 +224,8 @@ def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: 
     for name, field in _CLOSE_FIELDS:
         params[f"set_{name}"] = chosen = name in fields
         # A field the statement leaves as it is goes as NULL, not encoded for nothing (the state is a JSON document).
+        # psycopg prepares a text once per set of parameter types, and a NULL's is not the value's: at most 2**3
+        # prepared variants of this statement per connection, each planned once.
         params[name] = field.get_db_prep_save(getattr(run, field.attname), connection) if chosen else None
     with statements.cursor() as cursor:
         cursor.execute(CLOSE_SQL, params)

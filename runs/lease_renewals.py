@@ -52,11 +52,12 @@ class Heartbeat:
         if self.lost.is_set():
             raise leases.LeaseLost(f"run {self.run_id}: heartbeat lost the lease (epoch {self.epoch})")
 
-    def renew_once(self) -> bool:
-        """Renew the lease once, on the calling thread's connection (the beater's: its lock waits are bounded,
-        `_bound_lock_waits`); False (and `lost` set) when it is lost. A renewal that timed out waiting for the run
-        row's lock keeps the lease (it is still held, and the writer holding the row may be its own holder's fence,
-        which extends it) and is tried again sooner (`retry_soon`)."""
+    def _renew_once(self) -> bool:
+        """Renew the lease once, on the beater thread's own connection (only the beater calls it: it bounds that
+        connection's lock waits, `_bound_lock_waits`, which a worker's connection must not get); False (and `lost`
+        set) when it is lost. A renewal that timed out waiting for the run row's lock keeps the lease (it is still
+        held, and the writer holding the row may be its own holder's fence, which extends it) and is tried again
+        sooner (`retry_soon`)."""
         self.retry_soon = False
         try:
             _bound_lock_waits()
@@ -91,7 +92,7 @@ def _bound_lock_waits() -> None:
     """Set the calling thread's connection's lock_timeout, once per connection and value (the beater's own
     connection: no worker's)."""
     connection.ensure_connection()
-    timeout = f"{round(lock_wait_seconds() * 1000)}ms"
+    timeout = f"{max(1, round(lock_wait_seconds() * 1000))}ms"  # 0 would mean no timeout at all
     if _bounded.get(connection.connection) != timeout:
         with connection.cursor() as cursor:
             cursor.execute("SELECT set_config('lock_timeout', %s, false)", [timeout])
@@ -169,7 +170,7 @@ class _Beater:
         self._renewing, self._connected = heartbeat, True
         try:
             with self._unlocked():
-                kept = heartbeat.renew_once()
+                kept = heartbeat._renew_once()
         finally:
             self._renewing = None
             self._settled.notify_all()

@@ -114,11 +114,7 @@ class Rider:
     steps: int = 0
 
     def __add__(self, other: Rider) -> Rider:
-        return Rider(sql=self.sql + other.sql, params={**self.params, **other.params},
-                     returning=self.returning + other.returning, run_sets=self.run_sets + other.run_sets,
-                     release_when=" AND ".join(f"({c})" for c in (self.release_when, other.release_when) if c),
-                     journal_entries=self.journal_entries + other.journal_entries, tokens=self.tokens + other.tokens,
-                     cost=self.cost + other.cost, steps=self.steps + other.steps)
+        return joined([self, other])
 
 
 def joined(riders: list[Rider]) -> Rider:

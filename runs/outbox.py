@@ -17,12 +17,11 @@ import hashlib
 import json
 from datetime import datetime
 
-from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS, transaction
+from django.db import transaction
 from django.db.models import Q
 
 from connectors import addresses
-from runs import clock, compliance, escalations, leases, model_rows
+from runs import clock, compliance, escalations, leases
 from runs.context import EpisodeContext
 from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus
 
@@ -79,41 +78,23 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
     if existing is not None:
         return existing
     status = OutboxStatus.AWAITING_APPROVAL if awaiting_approval else OutboxStatus.PENDING
-    # Every column's value (the model's defaults spelled out): the instance and the INSERT's JSON row both come
-    # from it, without Model.__init__'s per-field work (runs.model_rows); the id is the INSERT's.
-    values = {
-        "id": None, "idem_key": key, "run_id": ctx.run_id, "episode_id": ctx.episode.pk, "escalation_id": None,
-        "task_key": task_key, "tool": tool, "channel": channel, "recipient": recipient, "ordinal": ordinal,
-        "payload": payload, "status": OutboxStatus.SENDING if sending else status, "provider_message_id": "",
-        "attempts": 1 if sending else 0, "error": "", "created_at": ctx.now, "sent_at": None,
-        "not_before": not_before, "attempted_at": clock.wall_now() if sending else None, "lookups": 0,
-        "human_override": human_override,
-    }
-    message = model_rows.from_db(OutboxMessage, DEFAULT_DB_ALIAS, _new_row_attnames(values), list(values.values()))
+    message = OutboxMessage(
+        idem_key=key, run_id=ctx.run_id, episode_id=ctx.episode.pk, task_key=task_key, tool=tool, channel=channel,
+        recipient=recipient, ordinal=ordinal, payload=payload, created_at=ctx.now, not_before=not_before,
+        status=OutboxStatus.SENDING if sending else status, human_override=human_override,
+        attempts=1 if sending else 0, attempted_at=clock.wall_now() if sending else None,
+    )
     # One statement: the fence, the pending journal entries (the tool call) and the row.
     rider = _insert_rider(message, guarded=guarded, within_caps=within_caps)
     run = ctx.write(rider)
     message.pk = getattr(run, rider.returning.rpartition(" AS ")[2])
     if message.pk is None:
         return None
+    message._state.adding = False
     ctx.facts.remember_row(message)
     if sending:
         ctx.facts.count_send(message)
     return message
-
-
-def _new_row_attnames(values: dict) -> list[str]:
-    """open_row's attnames, checked to be every concrete field's in order (a list comparison): a field added to the
-    model without a value there would be left out of the INSERT and deferred on the instance."""
-    attnames = list(values)
-    if attnames != _concrete_attnames():
-        raise ImproperlyConfigured(f"open_row writes {attnames}, OutboxMessage has {_concrete_attnames()}")
-    return attnames
-
-
-@functools.cache
-def _concrete_attnames() -> list[str]:
-    return [field.attname for field in OutboxMessage._meta.concrete_fields]
 
 
 # The guard of a new send (open_row(guarded=True)): written only while the address is not suppressed and no
@@ -135,7 +116,7 @@ def _insert_rider(message: OutboxMessage, *, guarded: bool, within_caps: complia
     name = f"outbox_row_{leases.tag()}"
     columns, values, attnames = _insert_columns()
     # Its datetimes are the only values JSON has no form for.
-    held = message.__dict__  # every field's value, read without a descriptor in between (open_row set them all)
+    held = message.__dict__  # every field's value (Model.__init__ set them all), read without a descriptor
     row = json.dumps({column: held[attname] for column, attname in attnames}, default=datetime.isoformat)
     conditions = ([GUARD_SQL] if guarded else []) + ([within_caps.room] if within_caps is not None else [])
     where = f"\n     WHERE {' AND '.join(conditions)}" if conditions else ""

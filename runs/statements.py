@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db import DEFAULT_DB_ALIAS, connection, models
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 from django.db.backends.utils import CursorWrapper
@@ -24,18 +24,20 @@ from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg.types.datetime import TimestamptzLoader
 
-from lucia_site.prepared_cursors import PreparedDebugWrapper, PreparingCursor
+from connectors.prepared_cursors import PreparedDebugWrapper, PreparingCursor, connected
 from runs import model_rows
 
 
 class _Lending:
     """A wrapper that gives its psycopg cursor back to the connection's idle ones when closed (`cursor`), once: a
-    second close must not give back a cursor lent to someone else since."""
+    second close must not give back a cursor lent to someone else since, and the wrapper lets go of it."""
 
     def close(self):
         if not self.__dict__.get("given_back"):
             self.given_back = True
             _give_back(self.db, self.cursor)
+            # Used after its block, this wrapper fails loudly instead of reading another borrower's rows.
+            self.cursor = None
 
 
 class PreparedDebugCursor(_Lending, PreparedDebugWrapper):
@@ -66,12 +68,7 @@ def cursor(*, dicts: bool = False) -> CursorWrapper:
     """A cursor on the default connection whose statements are bound and prepared on the server. Use it as
     `with statements.cursor() as cursor:`; it joins the connection's current transaction like any cursor.
     `dicts`: its rows are dicts by column name (psycopg's `dict_row`)."""
-    # What Django's `connection.cursor()` does, on the wrapper looked up once (each `connection.x` is a lookup
-    # through asgiref's Local).
-    db = connections[DEFAULT_DB_ALIAS]
-    db.close_if_health_check_failed()
-    db.ensure_connection()
-    db.validate_thread_sharing()
+    db = connected()
     wrapper = PreparedDebugCursor if db.queries_logged else PreparedCursor
     with db.wrap_database_errors:
         raw = _lend(db, dicts)

@@ -1,12 +1,13 @@
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 import time_machine
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runs import events
+from runs import decisions, events, execution, leases
 from runs.models import Episode, EpisodeStatus, EscalationKind, Run, RunStatus
 from runs.models.escalation import Escalation
 from tests.factories import EpisodeFactory, RunFactory
@@ -142,3 +143,17 @@ def test_a_simulated_run_is_not_enqueued():
     episode = events.record_event(run, kind="inbound", payload={}, dedupe_key="sim-1")
     assert episode.due_at == run.virtual_now  # the run's clock, not the wall clock
     assert queued_run_ids() == []
+
+
+def test_a_planned_episode_keeps_its_time_to_the_microsecond_whatever_its_zone():
+    # The closing write takes planned episodes as JSON text (runs.events.closing_params): their times travel as ISO
+    # text with their offset, here a New York time an hour before a DST change.
+    run = RunFactory()
+    epoch = leases.claim(run.pk, owner="test")
+    due = datetime(2025, 3, 9, 0, 59, 59, 123456, tzinfo=ZoneInfo("America/New_York"))
+    planned = events.Planned(kind="followup", due_at=due, dedupe_key="followup-1", payload={"attempt": 1})
+    with leases.fence(run.pk, epoch=epoch) as locked:
+        execution._close(locked, fields=[], decision=decisions.Decision(scheduled=[planned]), epoch=epoch)
+
+    episode = Episode.objects.get(run=run, dedupe_key="followup-1")
+    assert (episode.due_at, episode.payload, episode.status) == (due, {"attempt": 1}, EpisodeStatus.QUEUED)

@@ -109,16 +109,19 @@ def test_a_cursor_given_back_is_lent_again_never_while_in_use():
         outer.execute("SELECT 1")
         with statements.cursor() as inner:  # asked for while `outer` is lent: a cursor of its own
             inner.execute("SELECT 2")
-            assert inner.cursor is not outer.cursor and inner.fetchall() == [(2,)]
+            kept = inner.cursor
+            assert kept is not outer.cursor and inner.fetchall() == [(2,)]
+        spare = outer.cursor
         assert outer.fetchall() == [(1,)]
-    kept, spare = inner.cursor, outer.cursor  # one idle cursor per row kind is kept, the other closed
-    assert not kept.closed and spare.closed
+    assert not kept.closed and spare.closed  # one idle cursor per row kind is kept, the other closed
 
     with statements.cursor() as again, statements.cursor(dicts=True) as dicts:
         assert again.cursor is kept and dicts.cursor is not kept
         again.execute("SELECT 3 AS three")
         dicts.execute("SELECT 3 AS three")
         assert again.fetchall() == [(3,)] and dicts.fetchall() == [{"three": 3}]
+    with pytest.raises(AttributeError):  # a wrapper used after its block has let go of the lent cursor
+        again.fetchall()
 
 
 @pytest.mark.django_db(transaction=True)  # the connection is closed (outside any transaction) and opened again

@@ -3,13 +3,14 @@
 Django's psycopg cursors bind on the client: every statement travels as new text that PostgreSQL parses and
 plans again. The runtime's hot-path statements (runs.statements) and the sandbox connector's insert
 (connectors.sandbox) repeat one text each, so preparing it once saves the parse and the plan on every later
-execution. Kept here, below both floors, so a connector need not import the runtime.
+execution. Kept on the connectors' floor, the lowest that prepares statements (the runtime is above it).
 """
 
 from __future__ import annotations
 
 import functools
 
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.backends.utils import CursorDebugWrapper
 from psycopg._queries import PostgresQuery, _query2pg_nocache
@@ -56,3 +57,13 @@ class PreparedDebugWrapper(CursorDebugWrapper):
     def execute(self, sql, params=None):
         with self.debug_sql(sql, params):
             return self._execute_with_wrappers(sql, params, many=False, executor=self._execute)
+
+
+def connected(alias: str = DEFAULT_DB_ALIAS):
+    """The connection's wrapper, checked and connected as Django's `connection.cursor()` does before it makes a
+    cursor; looked up once (each `connection.x` is a lookup through asgiref's Local)."""
+    db = connections[alias]
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    return db
