@@ -1,3 +1,5 @@
+from email.utils import parseaddr
+
 import pytest
 
 from connectors import addresses
@@ -10,6 +12,18 @@ from connectors import addresses
 ])
 def test_emails_normalize_to_the_lower_cased_addr_spec(given, expected):
     assert addresses.normalize_email(given) == expected
+
+
+@pytest.mark.parametrize("given", [
+    " Dana.Smith+invoices@Vendor-1.example.TEST ", "a_b%c-d@x", "x@[127.0.0.1]", "dana..smith@vendor.test",
+    ".dana@vendor.test", "dana@vendor..test", "dana@.vendor.test", "dana@vendor.test.", '"dana smith"@vendor.test',
+    "dana@vendor.test, ops@vendor.test", "dana(ops)@vendor.test",
+])
+def test_a_bare_address_normalizes_as_parseaddr_reads_it(given):
+    # normalize_email skips parseaddr for bare dot-atom addresses: the forms it skips and the ones it does not
+    # come out as parseaddr's addr-spec would.
+    _, spec = parseaddr(given.strip())
+    assert addresses.normalize_email(given) == (spec.strip().lower() if "@" in spec else "")
 
 
 @pytest.mark.parametrize(("given", "expected"), [
