@@ -99,13 +99,19 @@ class BuilderViews:
             if not self.may_build(request, version):
                 self.message_user(request, f"{version}: templates are simulated by `manage.py seed`.", messages.ERROR)
                 continue
-            try:
-                simulation = scorecards.request(version, organization=version.agent.organization, user=request.user)
-            except scorecards.SimulationError as refused:
-                self.message_user(request, f"{version}: {refused}", messages.ERROR)
-            else:
-                self.message_user(request, f"{version}: simulation #{simulation.pk} queued ({simulation.cases_total} "
-                                  "case(s)); its page shows the progress and the scorecard.", messages.SUCCESS)
+            self._simulate_one(request, version, refused=f"{version}: ",
+                               done="{version}: simulation #{simulation.pk} queued ({simulation.cases_total} case(s)); "
+                                    "its page shows the progress and the scorecard.")
+
+    def _simulate_one(self, request: HttpRequest, version: AgentVersion, *, refused: str, done: str) -> None:
+        """Queue the version's simulation and say so in one message: `refused` + the reason, or `done` formatted
+        with the `version` and the `simulation`."""
+        try:
+            simulation = scorecards.request(version, organization=version.agent.organization, user=request.user)
+        except scorecards.SimulationError as refusal:
+            self.message_user(request, f"{refused}{refusal}", messages.ERROR)
+        else:
+            self.message_user(request, done.format(version=version, simulation=simulation), messages.SUCCESS)
 
     @admin.action(description="Publish (through the gate)…", permissions=["change"])
     def publish(self, request: HttpRequest, queryset) -> TemplateResponse | None:
@@ -165,13 +171,9 @@ class BuilderViews:
         version = self._version(request, pk)
         if not self.may_build(request, version):
             raise PermissionDenied
-        try:
-            simulation = scorecards.request(version, organization=version.agent.organization, user=request.user)
-        except scorecards.SimulationError as refused:
-            self.message_user(request, f"Not simulated: {refused}", messages.ERROR)
-        else:
-            self.message_user(request, f"Simulation #{simulation.pk} of {version} queued: {simulation.cases_total} "
-                              "case(s); a worker runs them, this page shows its progress.", messages.SUCCESS)
+        self._simulate_one(request, version, refused="Not simulated: ",
+                           done="Simulation #{simulation.pk} of {version} queued: {simulation.cases_total} case(s); "
+                                "a worker runs them, this page shows its progress.")
         return HttpResponseRedirect(self._change_url(version) + "#lucia-builder")
 
     @method_decorator(require_GET)
