@@ -1,10 +1,12 @@
-"""Fixtures for tests that run real worker clusters."""
+"""Fixtures of the runtime's tests: real worker clusters, a leased run."""
 
 import uuid
 
 import pytest
 
+from runs import leases
 from runs.models import ClusterHeartbeat
+from tests.factories import EpisodeFactory, RunFactory
 from tests.runs import cluster_helpers as clusters
 
 
@@ -25,3 +27,11 @@ def supervised(tmp_path):
     for process, name in started:
         pids = list(ClusterHeartbeat.objects.filter(cluster=name).values_list("pid", flat=True))
         clusters.stop_supervised(process, qcluster_pids=[pid for pid in pids if pid])
+
+
+@pytest.fixture
+def leased_run():
+    """(run, epoch, episode): a run whose lease this test holds."""
+    run = RunFactory()
+    epoch = leases.claim(run.pk, owner="test-worker")
+    return run, epoch, EpisodeFactory(run=run, kind="start")
