@@ -49,7 +49,9 @@ class Identity(models.Model):
 class SandboxMessage(models.Model):
     """What a sandbox identity "sent": stored, never delivered; the simulator reads it."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sandbox_messages")
+    # No index of its own: sandboxmsg_recipient_idx (organization, channel, recipient) leads with it.
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="sandbox_messages",
+                                     db_index=False)
     channel = models.CharField(max_length=16, choices=Channel.choices)
     # Unique: a resend of the same key (crash between send and record) stores nothing new.
     idem_key = models.CharField(max_length=64, unique=True)

@@ -25,7 +25,8 @@ class EpisodeStatus(models.TextChoices):
 class Episode(FSMModelMixin, models.Model):
     """A trigger and the unit of work: episodes of one run execute one at a time, in seq order."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="episodes")
+    # No index of its own: episode_unique_seq (run, seq) leads with it.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="episodes", db_index=False)
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=EpisodeKind.choices)
     payload = models.JSONField(default=dict, blank=True)

@@ -18,8 +18,11 @@ class JournalKind(models.TextChoices):
 class JournalEntry(models.Model):
     """Append-only record of what a run did and why. Model calls are replayed from here."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal")
-    episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.CASCADE, related_name="journal")
+    # No index of their own: journal_unique_seq (run, seq) and journal_replay (episode, request_hash) lead with
+    # them, and every episode writes several entries, each entry an insert into every index.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="journal", db_index=False)
+    episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.CASCADE, related_name="journal",
+                                db_index=False)
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=JournalKind.choices)
     data = models.JSONField(default=dict)
