@@ -234,9 +234,11 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
     extended = "statement_timestamp() + make_interval(secs => %(lease_seconds)s)"
     lease = f"lease_expires_at = {extended}"
     if rider.release_when:  # the condition once, for both columns
+        # `x` is kept a sub-select of its own (OFFSET 0): pulled up into the assignment, its condition (sub-selects
+        # of its own) was evaluated once per column.
         lease = ("(lease_owner, lease_expires_at) = (SELECT CASE WHEN x.release THEN NULL ELSE runs_run.lease_owner"  # noqa: S608
                  f" END, CASE WHEN x.release THEN NULL ELSE {extended} END"
-                 f" FROM (SELECT {rider.release_when} AS release) x)")
+                 f" FROM (SELECT {rider.release_when} AS release OFFSET 0) x)")
     rows = statements.fetch_instances(
         Run,
         f"""
