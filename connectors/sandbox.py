@@ -60,7 +60,7 @@ class SandboxConnector(Connector):
         provider_message_id = provider_message_id_for(message.idem_key)
         with _prepared_cursor() as cursor:
             cursor.execute(
-                INSERT_SQL,
+                INSERT_SQL if _in_transaction(cursor.db) else UNFLUSHED_INSERT_SQL,
                 [self.identity.organization_id, message.channel, message.idem_key, message.to,
                  json.dumps(_payload(message)), provider_message_id, accepted_at],
             )
@@ -91,6 +91,21 @@ class SandboxConnector(Connector):
 INSERT_SQL = ("INSERT INTO connectors_sandboxmessage (organization_id, channel, idem_key, recipient, payload,"
               " provider_message_id, created_at) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s)"
               " ON CONFLICT (idem_key) DO NOTHING")
+# The same insert committing without waiting for its WAL to reach the disk (synchronous_commit off for its own
+# implicit transaction only; sent outside any transaction, so nothing else rides on that commit). After a database
+# crash the commits that survive are a prefix of the WAL's order: this row is lost only with every commit that
+# came after it, the fence that records its outbox row `sent` among them. The row is then still `sending`, its
+# lookup finds nothing and it is sent again, once, under the same key (the same message, the same provider id).
+# Flushed by the next commit that waits, or by the WAL writer within moments.
+UNFLUSHED_INSERT_SQL = ("INSERT INTO connectors_sandboxmessage (organization_id, channel, idem_key, recipient, payload,"
+                        " provider_message_id, created_at) SELECT %s, %s, %s, %s, %s::jsonb, %s, %s"
+                        " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
+                        " ON CONFLICT (idem_key) DO NOTHING")
+
+
+def _in_transaction(db) -> bool:
+    """Whether a statement on `db` would join a caller's transaction (whose commit must wait as it chose)."""
+    return db.in_atomic_block or not db.get_autocommit()
 
 
 def _prepared_cursor() -> CursorWrapper:

@@ -1,7 +1,9 @@
 import json
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
+from django.db import connection, transaction
 from django.test import RequestFactory
 
 from connectors import registry, sandbox
@@ -53,6 +55,34 @@ def test_resending_the_same_key_stores_nothing_new_and_keeps_the_first_text(conn
     assert SandboxMessage.objects.count() == 1
     assert again.provider_message_id == first.provider_message_id
     assert SandboxMessage.objects.get().payload["body"] == "Could you send the W-9?"
+
+
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_send_outside_a_transaction_is_committed_at_once_and_leaves_the_session_as_it_was(connector):
+    before = _synchronous_commit()
+
+    result = connector.send(_message())
+
+    assert _synchronous_commit() == before
+    with psycopg.connect(connection.connection.info.dsn) as other:  # another session sees it committed
+        stored = other.execute("SELECT provider_message_id FROM connectors_sandboxmessage WHERE idem_key = %s",
+                               [KEY]).fetchall()
+    assert stored == [(result.provider_message_id,)]
+
+
+def test_a_send_inside_a_callers_transaction_leaves_its_commit_as_the_caller_chose(connector):
+    with transaction.atomic():
+        before = _synchronous_commit()
+        connector.send(_message())
+
+        assert _synchronous_commit() == before
+    assert SandboxMessage.objects.filter(idem_key=KEY).exists()
 
 
 def test_lookup_knows_for_sure(connector):
