@@ -1,0 +1,101 @@
+"""The episode's closing statements (runs.execution's close and finish, the postponement's closing write of
+runs.model_outages) find the run's episodes by run or by id whatever the statistics: planned with statistics from a
+quiet hour while other runs' episodes are due or running (a 09:00 burst), none reads every run's due or running
+episodes off the partial indexes episode_due / episode_running."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from runs import execution, leases, model_outages
+from runs.llm.base import ModelError
+from runs.models import Episode, EpisodeKind, EpisodeStatus
+from tests.runs import loop_helpers
+
+pytestmark = pytest.mark.django_db
+
+
+class _Captured(Exception):  # noqa: N818 (not an error: the statement a call was about to send)
+    pass
+
+
+def _statement_of(call) -> tuple[str, dict]:
+    """The statement `call` sends first, not sent."""
+    def capture(execute, sql, params, many, context):
+        raise _Captured(sql, params)
+
+    with connection.execute_wrapper(capture), pytest.raises(_Captured) as captured:
+        call()
+    return captured.value.args
+
+
+def _plan_with_quiet_statistics(sql: str, params: dict) -> str:
+    """`sql`'s plan when the statistics were taken in a quiet hour (no episode queued or running anywhere) and
+    other runs' episodes have fallen due or started since, indexes preferred to scans as on a large table."""
+    quiet = loop_helpers.make_run()
+    for _ in range(20):
+        Episode.objects.filter(pk=loop_helpers.add_episode(quiet, EpisodeKind.EVENT).pk).update(
+            status=EpisodeStatus.DONE)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE runs_episode")
+    for status in (EpisodeStatus.QUEUED, EpisodeStatus.RUNNING) * 10:
+        other = loop_helpers.make_run(status="waiting", wake_when="followup:1")
+        Episode.objects.filter(pk=loop_helpers.add_episode(other, EpisodeKind.FOLLOWUP).pk).update(status=status)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def _running_episode():
+    """A leased run with a history (episodes done) and its episode running."""
+    run = loop_helpers.make_run()
+    for _ in range(40):
+        Episode.objects.filter(pk=loop_helpers.add_episode(run, EpisodeKind.EVENT).pk).update(
+            status=EpisodeStatus.DONE)
+    epoch = leases.claim(run.pk, owner="test")
+    episode = loop_helpers.add_episode(run, EpisodeKind.FOLLOWUP)
+    Episode.objects.filter(pk=episode.pk).update(status=EpisodeStatus.RUNNING, lease_epoch=epoch)
+    episode.refresh_from_db()
+    return run, epoch, episode
+
+
+def test_the_finish_writes_the_episode_found_by_its_key():
+    run, epoch, episode = _running_episode()
+    rider = execution._finish(run.virtual_now, episode)
+
+    plan = _plan_with_quiet_statistics(*_statement_of(lambda: leases.write(run.pk, epoch=epoch, rider=rider)))
+
+    assert "episode_running" not in plan and "runs_episode_pkey" in plan, plan
+    leases.write(run.pk, epoch=epoch, rider=rider)
+    assert Episode.objects.get(pk=episode.pk).status == EpisodeStatus.DONE
+
+
+def test_the_closing_write_tests_what_is_due_once():
+    run, epoch, _ = _running_episode()
+    with leases.fence(run.pk, epoch=epoch) as locked:
+        sql, params = _statement_of(lambda: execution._close(
+            locked, fields=[], decision=execution.decisions.Decision(), epoch=epoch))
+
+    plan = _plan_with_quiet_statistics(sql, params)
+
+    # The running episodes' test, once for both lease columns.
+    assert plan.count("lease_epoch < ") == 1, plan
+
+
+@pytest.mark.parametrize("released", [True, False])
+def test_the_postponement_finds_the_run_s_episodes_by_run_and_the_episode_by_its_key(released):
+    run, epoch, episode = _running_episode()
+    if not released:
+        loop_helpers.add_episode(run, EpisodeKind.INBOUND)  # due now: the lease is kept
+    postponed = model_outages.postponement(run, episode, error=ModelError("429 rate limited", retryable=True))
+    rider = postponed.closing(run, now=run.virtual_now)
+
+    plan = _plan_with_quiet_statistics(*_statement_of(lambda: leases.write(run.pk, epoch=epoch, rider=rider)))
+
+    assert "episode_due" not in plan and "episode_running" not in plan, plan
+    written = leases.write(run.pk, epoch=epoch, rider=rider)
+    assert (written.lease_owner is None) is released
+    assert written.next_wake_at == (postponed.retry_at if released else run.virtual_now)
+    assert Episode.objects.get(pk=episode.pk).status == EpisodeStatus.QUEUED
