@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from connectors import addresses
 from connectors.models import Suppression
@@ -15,6 +14,7 @@ from runs import episode_loads, events, execution, leases
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 from tests.factories import ContactFactory
 from tests.runs import lock_waits, loop_helpers
+from tests.runs.plan_helpers import plan_with_quiet_statistics
 
 # Stored forms that validation lets through or older rows hold, with the channel they are read on.
 STORED = [
@@ -91,23 +91,6 @@ def test_a_follow_up_cancelled_while_the_claim_waited_for_the_run_row_is_not_sta
     assert execution.start_next(start, epoch=start.run.lease_epoch).episode.kind == EpisodeKind.INBOUND
 
 
-def _plan_with_quiet_statistics(sql: str, params: dict) -> str:
-    """`sql`'s plan when the statistics were taken in a quiet hour (no queued episode anywhere) and other runs'
-    episodes have fallen due since (a 09:00 burst), indexes preferred to scans as on a large table."""
-    quiet = loop_helpers.make_run()
-    for _ in range(20):
-        Episode.objects.filter(pk=loop_helpers.add_episode(quiet, EpisodeKind.EVENT).pk).update(
-            status=EpisodeStatus.DONE)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE runs_episode")
-    for _ in range(20):
-        loop_helpers.add_episode(loop_helpers.make_run(status="waiting", wake_when="followup:1"), EpisodeKind.FOLLOWUP)
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + sql, params)
-        return "\n".join(row[0] for row in cursor.fetchall())
-
-
 @pytest.mark.django_db
 def test_the_start_finds_the_run_s_episodes_by_run_not_among_every_run_s_due_ones():
     run = loop_helpers.make_run(status="waiting", wake_when="followup:1")
@@ -115,7 +98,7 @@ def test_the_start_finds_the_run_s_episodes_by_run_not_among_every_run_s_due_one
     params = {**leases.claim_params(run.pk, owner="test"), **episode_loads._params(),
               "max_attempts": settings.LUCIA_EPISODE_MAX_ATTEMPTS}
 
-    plan = _plan_with_quiet_statistics(episode_loads.CLAIM_START_SQL, params)
+    plan = plan_with_quiet_statistics(episode_loads.CLAIM_START_SQL, params)
 
     assert "episode_due" not in plan, plan
     # The wake's test of the run's episodes is made once, not once per column it sets.
@@ -134,6 +117,6 @@ def test_the_closing_write_finds_the_run_s_queued_episodes_by_run():
                   kind=EpisodeKind.FOLLOWUP, due_at=run.virtual_now, dedupe_key="f", payload={},
                   unless_queued_by=run.virtual_now)], cancel_followups=True)}
 
-    plan = _plan_with_quiet_statistics(execution.CLOSE_SQL, params)
+    plan = plan_with_quiet_statistics(execution.CLOSE_SQL, params)
 
     assert "episode_due" not in plan.split("InitPlan")[0], plan  # the closing episodes' CTEs

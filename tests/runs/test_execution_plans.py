@@ -12,6 +12,7 @@ from runs import execution, leases, model_outages
 from runs.llm.base import ModelError
 from runs.models import Episode, EpisodeKind, EpisodeStatus
 from tests.runs import loop_helpers
+from tests.runs.plan_helpers import plan_with_quiet_statistics
 
 pytestmark = pytest.mark.django_db
 
@@ -28,24 +29,6 @@ def _statement_of(call) -> tuple[str, dict]:
     with connection.execute_wrapper(capture), pytest.raises(_Captured) as captured:
         call()
     return captured.value.args
-
-
-def _plan_with_quiet_statistics(sql: str, params: dict) -> str:
-    """`sql`'s plan when the statistics were taken in a quiet hour (no episode queued or running anywhere) and
-    other runs' episodes have fallen due or started since, indexes preferred to scans as on a large table."""
-    quiet = loop_helpers.make_run()
-    for _ in range(20):
-        Episode.objects.filter(pk=loop_helpers.add_episode(quiet, EpisodeKind.EVENT).pk).update(
-            status=EpisodeStatus.DONE)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE runs_episode")
-    for status in (EpisodeStatus.QUEUED, EpisodeStatus.RUNNING) * 10:
-        other = loop_helpers.make_run(status="waiting", wake_when="followup:1")
-        Episode.objects.filter(pk=loop_helpers.add_episode(other, EpisodeKind.FOLLOWUP).pk).update(status=status)
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + sql, params)
-        return "\n".join(row[0] for row in cursor.fetchall())
 
 
 def _running_episode():
@@ -65,7 +48,7 @@ def test_the_finish_writes_the_episode_found_by_its_key():
     run, epoch, episode = _running_episode()
     rider = execution._finish(run.virtual_now, episode)
 
-    plan = _plan_with_quiet_statistics(*_statement_of(lambda: leases.write(run.pk, epoch=epoch, rider=rider)))
+    plan = plan_with_quiet_statistics(*_statement_of(lambda: leases.write(run.pk, epoch=epoch, rider=rider)))
 
     assert "episode_running" not in plan and "runs_episode_pkey" in plan, plan
     leases.write(run.pk, epoch=epoch, rider=rider)
@@ -78,7 +61,7 @@ def test_the_closing_write_tests_what_is_due_once():
         sql, params = _statement_of(lambda: execution._close(
             locked, fields=[], decision=execution.decisions.Decision(), epoch=epoch))
 
-    plan = _plan_with_quiet_statistics(sql, params)
+    plan = plan_with_quiet_statistics(sql, params)
 
     # The running episodes' test, once for both lease columns.
     assert plan.count("lease_epoch < ") == 1, plan
@@ -92,7 +75,7 @@ def test_the_postponement_finds_the_run_s_episodes_by_run_and_the_episode_by_its
     postponed = model_outages.postponement(run, episode, error=ModelError("429 rate limited", retryable=True))
     rider = postponed.closing(run, now=run.virtual_now)
 
-    plan = _plan_with_quiet_statistics(*_statement_of(lambda: leases.write(run.pk, epoch=epoch, rider=rider)))
+    plan = plan_with_quiet_statistics(*_statement_of(lambda: leases.write(run.pk, epoch=epoch, rider=rider)))
 
     assert "episode_due" not in plan and "episode_running" not in plan, plan
     written = leases.write(run.pk, epoch=epoch, rider=rider)

@@ -84,7 +84,6 @@ def test_release_by_a_stale_epoch_leaves_the_new_holders_lease():
         pass  # a released lease fences nothing in
 
 
-
 @pytest.mark.django_db
 @pytest.mark.parametrize("release", [True, False])
 def test_a_rider_s_release_condition_releases_or_extends_the_lease(release):
