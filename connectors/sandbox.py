@@ -95,7 +95,8 @@ INSERT_SQL = ("INSERT INTO connectors_sandboxmessage (organization_id, channel, 
 # implicit transaction only; sent outside any transaction, so nothing else rides on that commit). After a database
 # crash the commits that survive are a prefix of the WAL's order: this row is lost only with every commit that
 # came after it, the fence that records its outbox row `sent` among them. The row is then still `sending`, its
-# lookup finds nothing and it is sent again, once, under the same key (the same message, the same provider id).
+# lookup finds nothing and it is sent again under the same key (the same message and provider id; at most one row
+# per key).
 # Flushed by the next commit that waits, or by the WAL writer within moments.
 UNFLUSHED_INSERT_SQL = ("INSERT INTO connectors_sandboxmessage (organization_id, channel, idem_key, recipient, payload,"
                         " provider_message_id, created_at) SELECT %s, %s, %s, %s, %s::jsonb, %s, %s"

@@ -52,10 +52,8 @@ known AS (
 )"""
 
 # The next episode to run: one left running under an older epoch first (resume), then the first due by seq.
-# The run's episodes are found by run (episode_unique_seq) and each tested: the test is wrapped in IS TRUE (the
-# same rows: a WHERE keeps only the true ones either way) so that the planner takes it as a filter only. As a bare OR it
-# could plan each arm on its own partial index, a BitmapOr of episode_running and episode_due, whose arm reads
-# every run's due episodes (with statistics from a quiet hour, at a 09:00 burst: thousands per statement).
+# The run's episodes are found by run, the test `IS TRUE` (runs.models.episode's indexes say why): as a bare OR it
+# could be planned as a BitmapOr of episode_running and episode_due.
 PICK_SQL = """
 candidate AS (
     SELECT e.id, e.seq FROM runs_episode e, holder h, clock

@@ -70,10 +70,8 @@ def record_event(
     return episode
 
 
-# A run's episodes are found by run (episode_unique_seq, or the dedupe key's) in these statements: a test of their
-# status is wrapped in IS TRUE (the same rows: a WHERE keeps only the true ones either way) so that the planner takes
-# it as a filter only. A bare `status = 'queued'` lets it read episode_due instead, every run's queued episodes
-# (with statistics from a quiet hour, at a 09:00 burst: thousands per statement, in a prepared plan kept for good).
+# In these statements a run's episodes are found by run, their status tests `IS TRUE` (runs.models.episode's
+# indexes say why).
 
 # record_event's statement, under the run row's lock: the episode inserted as SCHEDULE_SQL would (none when the key is
 # taken), then the queued follow-ups cancelled (`cancel`) and the run woken: next_wake_at the earliest queued
@@ -229,10 +227,9 @@ def event_for(kind: str) -> str:
 
 
 def earliest_due(run_id: int) -> datetime | None:
-    """The run's earliest queued episode's due time. The run's episodes are found by run (episode_unique_seq) and
-    the queued ones picked by the aggregate's filter: as `WHERE status = 'queued'` the planner could read every
-    run's queued episodes in due order off episode_due until one of this run's came up (at a 09:00 burst,
-    thousands)."""
+    """The run's earliest queued episode's due time: the run's episodes found by run, the queued ones picked by the
+    aggregate's filter (runs.models.episode's indexes say why: `WHERE status = 'queued'` could read every run's
+    queued episodes off episode_due in due order until one of this run's came up)."""
     return Episode.objects.filter(run_id=run_id).aggregate(
         due=Min("due_at", filter=Q(status=EpisodeStatus.QUEUED)))["due"]
 

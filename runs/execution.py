@@ -239,8 +239,7 @@ def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: 
 
 def _finish(now: datetime, episode: Episode) -> leases.Rider:
     """The episode done, as a rider of the closing fence's statement (the row in hand says so too). The episode is
-    found by its key: the status test is wrapped in IS TRUE (the same row) so that the planner takes it as a filter
-    only, not a scan of episode_running, every run's running episodes (thousands at a 09:00 burst)."""
+    found by its key, the status test `IS TRUE` (runs.models.episode's indexes say why)."""
     episode.finish()
     episode.finished_at = now
     name = f"episode_done_{leases.tag()}"

@@ -99,8 +99,8 @@ class Postponement:
 
     def rider(self) -> leases.Rider:
         """The episode back to `queued`, due at retry_at, in the fence's own statement (the row in hand too).
-        Its attempt is not counted: the model was down, the episode did not fail. Found by its key: the status
-        test is wrapped in IS TRUE (as runs.execution._finish's)."""
+        Its attempt is not counted: the model was down, the episode did not fail. Found by its key, as
+        runs.execution._finish's."""
         episode = self.episode
         episode.requeue()
         episode.attempts = max(episode.attempts - 1, 0)
@@ -170,9 +170,8 @@ class Postponement:
 # The run row as a postponement's closing write leaves it (Postponement.closing: the fence's own UPDATE, `runs_run`
 # the row as it stands once locked): settle's outage and sleep, and runs.execution.CLOSE_SQL's updated_at and
 # next_wake_at, the postponed episode counted at its retry (the statement's snapshot still has it running).
-# The run's episodes are found by run, the queued ones taken by the aggregate's FILTER and the release's test wrapped
-# in IS TRUE (the same rows), as in runs.events: as `WHERE status = ...` the planner may read every run's due or
-# running episodes off episode_due / episode_running (statistics from a quiet hour, at a 09:00 burst: thousands).
+# The run's episodes are found by run, the queued ones by the aggregate's FILTER and the release's test `IS TRUE`
+# (runs.models.episode's indexes say why).
 CLOSING_SETS = """,
  state = runs_run.state || jsonb_build_object('model_outage', CASE WHEN jsonb_typeof(runs_run.state -> 'model_outage')
    = 'object' THEN runs_run.state -> 'model_outage' ELSE '{}'::jsonb END || %(outage)s::jsonb),

@@ -1,9 +1,8 @@
 import json
 from datetime import UTC, datetime
 
-import psycopg
 import pytest
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.test import RequestFactory
 
 from connectors import registry, sandbox
@@ -57,6 +56,20 @@ def test_resending_the_same_key_stores_nothing_new_and_keeps_the_first_text(conn
     assert SandboxMessage.objects.get().payload["body"] == "Could you send the W-9?"
 
 
+def _inserts(send) -> list[str]:
+    """The sandbox inserts `send()` ran."""
+    seen = []
+
+    def record(execute, sql, params, many, context):
+        if sql.startswith("INSERT INTO connectors_sandboxmessage"):
+            seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        send()
+    return seen
+
+
 def _synchronous_commit() -> str:
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
@@ -66,21 +79,28 @@ def _synchronous_commit() -> str:
 @pytest.mark.django_db(transaction=True)
 def test_a_send_outside_a_transaction_is_committed_at_once_and_leaves_the_session_as_it_was(connector):
     before = _synchronous_commit()
+    results = []
 
-    result = connector.send(_message())
+    [insert] = _inserts(lambda: results.append(connector.send(_message())))
 
+    assert "set_config('synchronous_commit', 'off', true)" in insert  # its own commit does not wait for the disk
     assert _synchronous_commit() == before
-    with psycopg.connect(connection.connection.info.dsn) as other:  # another session sees it committed
-        stored = other.execute("SELECT provider_message_id FROM connectors_sandboxmessage WHERE idem_key = %s",
-                               [KEY]).fetchall()
-    assert stored == [(result.provider_message_id,)]
+    other = connections.create_connection(DEFAULT_DB_ALIAS)  # another session sees it committed
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT provider_message_id FROM connectors_sandboxmessage WHERE idem_key = %s", [KEY])
+            stored = cursor.fetchall()
+    finally:
+        other.close()
+    assert stored == [(results[0].provider_message_id,)]
 
 
 def test_a_send_inside_a_callers_transaction_leaves_its_commit_as_the_caller_chose(connector):
     with transaction.atomic():
         before = _synchronous_commit()
-        connector.send(_message())
+        [insert] = _inserts(lambda: connector.send(_message()))
 
+        assert "synchronous_commit" not in insert
         assert _synchronous_commit() == before
     assert SandboxMessage.objects.filter(idem_key=KEY).exists()
 

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from connectors import addresses
 from connectors.models import Suppression
-from runs import episode_loads, events, execution, leases
+from runs import episode_loads, execution, leases
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 from tests.factories import ContactFactory
 from tests.runs import lock_waits, loop_helpers
@@ -106,17 +106,3 @@ def test_the_start_finds_the_run_s_episodes_by_run_not_among_every_run_s_due_one
 
     start = episode_loads.claim_and_start(run.pk, owner="test")
     assert start.started.episode.kind == EpisodeKind.FOLLOWUP and start.run.status == "active"
-
-
-@pytest.mark.django_db
-def test_the_closing_write_finds_the_run_s_queued_episodes_by_run():
-    run = loop_helpers.make_run()
-    params = {"run": run.pk, "wall": run.virtual_now, "open": True, "now": run.virtual_now, "epoch": 1,
-              "set_state": False, "state": None, "set_status": False, "status": None, "set_wake_when": False,
-              "wake_when": None, **events.closing_params([events.Planned(
-                  kind=EpisodeKind.FOLLOWUP, due_at=run.virtual_now, dedupe_key="f", payload={},
-                  unless_queued_by=run.virtual_now)], cancel_followups=True)}
-
-    plan = plan_with_quiet_statistics(execution.CLOSE_SQL, params)
-
-    assert "episode_due" not in plan.split("InitPlan")[0], plan  # the closing episodes' CTEs

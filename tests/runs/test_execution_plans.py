@@ -1,14 +1,14 @@
 """The episode's closing statements (runs.execution's close and finish, the postponement's closing write of
-runs.model_outages) find the run's episodes by run or by id whatever the statistics: planned with statistics from a
-quiet hour while other runs' episodes are due or running (a 09:00 burst), none reads every run's due or running
-episodes off the partial indexes episode_due / episode_running."""
+runs.model_outages) and runs.events' reads of a run's queued episodes find them by run or by id: planned with
+statistics from a quiet hour while other runs' episodes are due or running (a 09:00 burst), none reads every run's
+due or running episodes off the partial indexes episode_due / episode_running."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
 
-from runs import execution, leases, model_outages
+from runs import events, execution, leases, model_outages
 from runs.llm.base import ModelError
 from runs.models import Episode, EpisodeKind, EpisodeStatus
 from tests.runs import loop_helpers
@@ -82,3 +82,26 @@ def test_the_postponement_finds_the_run_s_episodes_by_run_and_the_episode_by_its
     assert (written.lease_owner is None) is released
     assert written.next_wake_at == (postponed.retry_at if released else run.virtual_now)
     assert Episode.objects.get(pk=episode.pk).status == EpisodeStatus.QUEUED
+
+
+def test_the_closing_write_finds_the_run_s_queued_episodes_by_run():
+    run = loop_helpers.make_run()
+    params = {"run": run.pk, "wall": run.virtual_now, "open": True, "now": run.virtual_now, "epoch": 1,
+              "set_state": False, "state": None, "set_status": False, "status": None, "set_wake_when": False,
+              "wake_when": None, **events.closing_params([events.Planned(
+                  kind=EpisodeKind.FOLLOWUP, due_at=run.virtual_now, dedupe_key="f", payload={},
+                  unless_queued_by=run.virtual_now)], cancel_followups=True)}
+
+    plan = plan_with_quiet_statistics(execution.CLOSE_SQL, params)
+
+    assert "episode_due" not in plan, plan
+
+
+def test_the_earliest_due_finds_the_run_s_queued_episodes_by_run():
+    run = loop_helpers.make_run()
+    queued = loop_helpers.add_episode(run, EpisodeKind.FOLLOWUP)
+
+    plan = plan_with_quiet_statistics(*_statement_of(lambda: events.earliest_due(run.pk)))
+
+    assert "episode_due" not in plan, plan
+    assert events.earliest_due(run.pk) == queued.due_at

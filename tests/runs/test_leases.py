@@ -89,10 +89,12 @@ def test_release_by_a_stale_epoch_leaves_the_new_holders_lease():
 def test_a_rider_s_release_condition_releases_or_extends_the_lease(release):
     run = RunFactory()
     epoch = leases.claim(run.pk, owner="w1")
+    claimed_until = Run.objects.get(pk=run.pk).lease_expires_at
     rider = leases.Rider(release_when="%(release)s AND runs_run.lease_epoch = %(epoch)s", params={"release": release})
 
     written = leases.write(run.pk, epoch=epoch, rider=rider)
 
     assert (written.lease_owner is None, written.lease_expires_at is None) == (release, release)
+    assert release or written.lease_expires_at > claimed_until  # kept: extended
     assert written.lease_epoch == epoch
     assert Run.objects.filter(pk=run.pk, lease_owner=None).exists() is release
