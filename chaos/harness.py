@@ -105,14 +105,16 @@ def _chaos_phase(options: Options, *, rng: random.Random, plan: list[schedule.Fa
     while True:
         now = time.monotonic()
         elapsed = now - begin
-        if elapsed >= options.chaos_s and started >= options.runs:
+        owed = any(schedule.still_due(fault, elapsed=elapsed, seconds=options.chaos_s, injected=injector.injected)
+                   for fault in pending)
+        if elapsed >= options.chaos_s and started >= options.runs and not owed:
             break
         injector.finish_due(now=now)
         while pending and pending[0].at <= elapsed:
             fault = pending.pop(0)
             if not injector.inject(fault):
                 # Not possible now (no busy worker yet, the database is down): retry a little later.
-                if elapsed < options.chaos_s:
+                if schedule.still_due(fault, elapsed=elapsed, seconds=options.chaos_s, injected=injector.injected):
                     pending.append(schedule.Fault(at=elapsed + rng.uniform(0.5, 1.5), kind=fault.kind,
                                                   hold_s=fault.hold_s, mode=fault.mode))
                     pending.sort(key=lambda item: item.at)

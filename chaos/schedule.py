@@ -15,8 +15,11 @@ Kinds (`--faults`, comma separated):
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 
+# How long the chaos phase may run past its length while an enabled kind was never injected (a multiple of it).
+OVERTIME = 2.0
 KINDS = ("kill-idle", "kill-busy", "stop", "cluster-kill", "crash", "lookup-fail", "outage", "db-restart")
 
 
@@ -72,3 +75,11 @@ def plan(rng: random.Random, *, seconds: float, kinds: tuple[str, ...], db_resta
             faults.append(Fault(at=at, kind="db-restart", hold_s=rng.uniform(1.0, 3.0),
                                 mode=("fast", "immediate")[number % 2]))
     return sorted(faults, key=lambda fault: fault.at)
+
+
+def still_due(fault: Fault, *, elapsed: float, seconds: float, injected: Counter) -> bool:
+    """Whether `fault` (planned, or retried after finding nothing to act on) is still to be injected `elapsed`
+    seconds into a chaos phase of `seconds`: within the phase, yes; past it, only while its kind was never injected
+    (no busy worker yet on a loaded machine, say), for up to OVERTIME times the phase's length, so that every
+    enabled kind is injected at least once."""
+    return elapsed < seconds or (not injected[fault.kind] and elapsed < seconds * OVERTIME)

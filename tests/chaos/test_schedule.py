@@ -1,6 +1,7 @@
 """The chaos run's fault plan: seeded, every enabled kind present, database restarts that never overlap."""
 
 import random
+from collections import Counter
 
 import pytest
 
@@ -29,3 +30,13 @@ def test_only_the_chosen_kinds_are_planned_and_an_unknown_kind_is_refused():
     assert schedule.parse_kinds("all") == schedule.KINDS
     with pytest.raises(ValueError, match="unknown fault kind.*kill-everything"):
         schedule.parse_kinds("crash,kill-everything")
+
+
+def test_a_kind_never_injected_stays_due_past_the_phase_for_a_while_and_others_do_not():
+    kill_busy = schedule.Fault(at=10.0, kind="kill-busy")
+    never, once = Counter(), Counter({"kill-busy": 1})
+
+    assert schedule.still_due(kill_busy, elapsed=29.9, seconds=30, injected=once)  # within the phase: always
+    assert not schedule.still_due(kill_busy, elapsed=30.0, seconds=30, injected=once)
+    assert schedule.still_due(kill_busy, elapsed=45.0, seconds=30, injected=never)  # owed: the phase runs on
+    assert not schedule.still_due(kill_busy, elapsed=30 * schedule.OVERTIME, seconds=30, injected=never)
