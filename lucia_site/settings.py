@@ -116,6 +116,8 @@ AXES_FAILURE_LIMIT = env_int("LUCIA_LOGIN_FAILURE_LIMIT", 5)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LUCIA_LOGIN_LOCKOUT_MINUTES", 60)) or None
 AXES_RESET_ON_SUCCESS = True
+# No "AXES: BEGIN ..." banner on every manage.py command; a lockout's log line still names the username and address.
+AXES_VERBOSE = False
 # Behind a reverse proxy: the META name of the header it sets, e.g. HTTP_X_FORWARDED_FOR (right-most entry used).
 LUCIA_CLIENT_IP_HEADER = env_str("LUCIA_CLIENT_IP_HEADER", "")
 AXES_CLIENT_IP_CALLABLE = "lucia_site.client_address.client_address"
