@@ -105,19 +105,17 @@ def _chaos_phase(options: Options, *, rng: random.Random, plan: list[schedule.Fa
     while True:
         now = time.monotonic()
         elapsed = now - begin
-        owed = any(schedule.still_due(fault, elapsed=elapsed, seconds=options.chaos_s, injected=injector.injected)
-                   for fault in pending)
-        if elapsed >= options.chaos_s and started >= options.runs and not owed:
+        pending = schedule.still_due(pending, elapsed=elapsed, seconds=options.chaos_s, injected=injector.injected)
+        if elapsed >= options.chaos_s and started >= options.runs and not pending:
             break
         injector.finish_due(now=now)
         while pending and pending[0].at <= elapsed:
             fault = pending.pop(0)
             if not injector.inject(fault):
                 # Not possible now (no busy worker yet, the database is down): retry a little later.
-                if schedule.still_due(fault, elapsed=elapsed, seconds=options.chaos_s, injected=injector.injected):
-                    pending.append(schedule.Fault(at=elapsed + rng.uniform(0.5, 1.5), kind=fault.kind,
-                                                  hold_s=fault.hold_s, mode=fault.mode))
-                    pending.sort(key=lambda item: item.at)
+                pending.append(schedule.Fault(at=elapsed + rng.uniform(0.5, 1.5), kind=fault.kind,
+                                              hold_s=fault.hold_s, mode=fault.mode))
+                pending.sort(key=lambda item: item.at)
                 break
         if not injector.db_down:
             target = min(options.runs, int(options.runs * min(1.0, (elapsed + TICK_S) / options.ramp_s)) + 1)
@@ -126,7 +124,9 @@ def _chaos_phase(options: Options, *, rng: random.Random, plan: list[schedule.Fa
             _watch(options, injector=injector, log=log)
             next_dispatch = now + DISPATCH_EVERY_S
         if now >= next_progress:
-            _progress(log, phase=f"chaos {elapsed:4.0f}/{options.chaos_s:.0f}s", injector=injector)
+            owed = sorted({fault.kind for fault in pending}) if elapsed >= options.chaos_s else []
+            overtime = f" (overtime: {', '.join(owed)} never injected)" if owed else ""
+            _progress(log, phase=f"chaos {elapsed:4.0f}/{options.chaos_s:.0f}s{overtime}", injector=injector)
             next_progress = now + options.progress_every_s
         tick.wait(TICK_S)
 

@@ -18,7 +18,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
-# How long the chaos phase may run past its length while an enabled kind was never injected (a multiple of it).
+# While an enabled kind was never injected, the chaos phase may last up to OVERTIME times its length.
 OVERTIME = 2.0
 KINDS = ("kill-idle", "kill-busy", "stop", "cluster-kill", "crash", "lookup-fail", "outage", "db-restart")
 
@@ -77,9 +77,13 @@ def plan(rng: random.Random, *, seconds: float, kinds: tuple[str, ...], db_resta
     return sorted(faults, key=lambda fault: fault.at)
 
 
-def still_due(fault: Fault, *, elapsed: float, seconds: float, injected: Counter) -> bool:
-    """Whether `fault` (planned, or retried after finding nothing to act on) is still to be injected `elapsed`
-    seconds into a chaos phase of `seconds`: within the phase, yes; past it, only while its kind was never injected
-    (no busy worker yet on a loaded machine, say), for up to OVERTIME times the phase's length, so that every
-    enabled kind is injected at least once."""
-    return elapsed < seconds or (not injected[fault.kind] and elapsed < seconds * OVERTIME)
+def still_due(faults: list[Fault], *, elapsed: float, seconds: float, injected: Counter) -> list[Fault]:
+    """Those of `faults` (planned, or retried after finding nothing to act on) still to be injected `elapsed` seconds
+    into a chaos phase of `seconds`: within the phase, all of them; past it, only those of a kind never injected
+    (no busy worker yet on a loaded machine, say), until the phase has lasted OVERTIME times its length, so that
+    every enabled kind is injected at least once."""
+    if elapsed < seconds:
+        return faults
+    if elapsed >= seconds * OVERTIME:
+        return []
+    return [fault for fault in faults if not injected[fault.kind]]

@@ -32,11 +32,13 @@ def test_only_the_chosen_kinds_are_planned_and_an_unknown_kind_is_refused():
         schedule.parse_kinds("crash,kill-everything")
 
 
-def test_a_kind_never_injected_stays_due_past_the_phase_for_a_while_and_others_do_not():
-    kill_busy = schedule.Fault(at=10.0, kind="kill-busy")
-    never, once = Counter(), Counter({"kill-busy": 1})
+def test_past_the_phase_only_a_kind_never_injected_stays_due_and_only_for_a_while():
+    kill_busy, crash = schedule.Fault(at=10.0, kind="kill-busy"), schedule.Fault(at=12.0, kind="crash")
+    injected = Counter({"crash": 1})
 
-    assert schedule.still_due(kill_busy, elapsed=29.9, seconds=30, injected=once)  # within the phase: always
-    assert not schedule.still_due(kill_busy, elapsed=30.0, seconds=30, injected=once)
-    assert schedule.still_due(kill_busy, elapsed=45.0, seconds=30, injected=never)  # owed: the phase runs on
-    assert not schedule.still_due(kill_busy, elapsed=30 * schedule.OVERTIME, seconds=30, injected=never)
+    def due(elapsed: float) -> list[schedule.Fault]:
+        return schedule.still_due([kill_busy, crash], elapsed=elapsed, seconds=30, injected=injected)
+
+    assert due(29.9) == [kill_busy, crash]  # within the phase: every fault
+    assert due(30.0) == [kill_busy]  # past it: only the kind still owed
+    assert due(30 * schedule.OVERTIME) == []  # and only for so long
