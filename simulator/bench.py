@@ -278,7 +278,8 @@ def dispatcher(version: AgentVersion, *, sleeping: int, say: Callable[[str], Non
     bench_sql.insert_dispatch_runs(**ids, count=100, due=False)
     small = _query_ms()
     started = time.perf_counter()
-    bench_sql.insert_dispatch_runs(**ids, count=max(0, sleeping - 100), due=False)
+    bench_sql.insert_dispatch_runs(**ids, count=max(0, sleeping - 100), due=False,
+                                   progress=lambda done: say(f"  sleeping runs: {100 + done:,}/{sleeping:,}"))
     say(f"  inserted {sleeping:,} sleeping runs in {time.perf_counter() - started:.1f}s")
     large = _query_ms()
     ratio = large / small

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 
 from runs import dispatch, queue
-from runs.models import Run
+from runs.models import Episode, Run
 from simulator import bench, bench_cycle, bench_sql
 from tests.factories import OrganizationFactory, plan_version
 
@@ -43,6 +43,18 @@ def test_dispatch_rows_are_due_or_sleeping_as_asked(ids):
 
     assert len(due) == 3
     assert Run.objects.filter(status="waiting", next_wake_at__isnull=False).count() == 50
+
+
+def test_sleeping_runs_go_in_batches_each_reported_and_wake_one_second_apart(ids, monkeypatch):
+    monkeypatch.setattr(bench_sql, "BATCH", 20)
+    reported = []
+
+    bench_sql.insert_dispatch_runs(**ids, count=50, due=False, progress=reported.append)
+
+    assert reported == [20, 40, 50]
+    wakes = sorted(Run.objects.values_list("next_wake_at", flat=True))
+    assert len(set(wakes)) == 50 and (wakes[-1] - wakes[0]).total_seconds() >= 49
+    assert Episode.objects.filter(status="queued", due_at__in=wakes).count() == 50
 
 
 def test_table_shows_ratios_and_misses():
