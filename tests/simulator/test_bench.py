@@ -68,6 +68,22 @@ def test_table_shows_ratios_and_misses():
     assert "0.05" in lines[3] and lines[3].endswith("MISS")
 
 
+def test_the_command_counts_only_missed_targets_not_figures_that_are_only_reported(monkeypatch):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    figures = [bench.Figure("burst", "50 ep/s", "all done", None, "all drained", True),
+               bench.Figure("burst due-lag", "p95 180 s", "-", None, "reported", None),
+               bench.Figure("sims", "0.3 s", "0.1 s target", 3.0, "<= 1.00", False)]
+    monkeypatch.setattr(bench, "run", lambda **kwargs: figures)
+    out = StringIO()
+
+    call_command("bench", "--only", "burst", "sims", stdout=out, stderr=StringIO())
+
+    assert out.getvalue().rstrip().endswith("1 figure(s) missed their target")
+
+
 def test_the_due_lag_drain_runs_each_queued_advance_task_like_a_worker(monkeypatch):
     from django_q.models import OrmQ
 

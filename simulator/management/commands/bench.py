@@ -30,6 +30,6 @@ class Command(BaseCommand):
         self.stdout.write("")
         for line in bench.table(figures):
             self.stdout.write(line)
-        missed = [figure.name for figure in figures if not figure.ok]
+        missed = [figure.name for figure in figures if figure.ok is False]  # None: a figure only reported
         if missed:
             self.stdout.write(self.style.WARNING(f"{len(missed)} figure(s) missed their target"))
