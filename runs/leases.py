@@ -173,26 +173,23 @@ HOLD_SQL = """
 
 
 def claim_params(run_id: int, *, owner: str) -> dict:
-    return {"owner": owner, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id,
-            "plan_known": plan_cache.known(run_id)}
+    return {"owner": owner, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
 
 
 def hold_params(run_id: int, *, epoch: int) -> dict:
-    return {"epoch": epoch, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id,
-            "plan_known": plan_cache.known(run_id)}
+    return {"epoch": epoch, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
 
 
 def holder_columns(run: str) -> str:
     """The columns a statement returns for the run row named `run` (read by `holder_row`): every one but the plan
-    (its hash instead, runs.plan_cache.columns: the statement's parameters come from `claim_params` or
-    `hold_params`), its organization and its contacts."""
+    (its hash instead, runs.plan_cache.columns), its organization and its contacts."""
     return f"{plan_cache.columns(run)}, {_children(run)}"
 
 
 def holder_row(row: dict) -> Run:
     """The run of a row read with `holder_columns`, its plan, organization and contacts' rows attached."""
     run = statements.instance(Run, row)
-    run.plan_hash, run.contact_rows = row["plan_hash"], row["contact_rows"]
+    run.contact_rows = row["contact_rows"]
     run.organization = json_rows.instance(Organization, row["organization_row"])
     return plan_cache.attach(run)
 
@@ -227,8 +224,7 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
         raise ValueError(f"a row of run {known.pk} stands for run {run_id}")
     rider, renamed = _renumbered(rider or Rider())
     params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
-              "plan_known": plan_cache.known(run_id), "entries": rider.journal_entries, "tokens": rider.tokens,
-              "cost": rider.cost, "steps": rider.steps}
+              "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
     children = f", {_children('fenced')}" if with_children else ""
     columns = plan_cache.columns("fenced", leaving_out=STARTED_FIELDS if known is not None else ())
     extended = "statement_timestamp() + make_interval(secs => %(lease_seconds)s)"

@@ -2,7 +2,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Func, Q, Value
 from django_fsm import FSMField, FSMModelMixin, transition
 
 from agents.models import AgentVersion, ApiKey, Deployment, Organization
@@ -35,6 +35,12 @@ class Run(FSMModelMixin, models.Model):
     inputs = models.JSONField(default=dict, blank=True)
     # The compiled plan the run follows (a copy of the pinned version's).
     plan = models.JSONField(default=dict, blank=True)
+    # jsonb's own 64-bit hash of the plan, computed by the database when the row is written (a plan never changes
+    # after the start): a claim returns it instead of the plan, and runs.plan_cache keys the plans it holds by it.
+    plan_hash = models.GeneratedField(
+        expression=Func(F("plan"), Value(0), function="jsonb_hash_extended", output_field=models.BigIntegerField()),
+        output_field=models.BigIntegerField(), db_persist=True,
+    )
     # Runtime memory, versioned ({"v": 1, ...}); written only under the lease fence.
     state = models.JSONField(default=dict, blank=True)
     status = FSMField(default=RunStatus.ACTIVE, choices=RunStatus.choices, protected=True)

@@ -1,4 +1,4 @@
-from datetime import timedelta
+import json
 
 import pytest
 from django.db import connection
@@ -20,16 +20,31 @@ def _empty_cache():
 def test_a_fence_reads_a_runs_plan_once_per_process_then_takes_it_from_the_cache():
     run = RunFactory()
     epoch = leases.claim(run.pk, owner="w1")
-    assert not plan_cache.known(run.pk)
-    first = leases.write(run.pk, epoch=epoch)
+    with CaptureQueriesContext(connection) as queries:
+        first = leases.write(run.pk, epoch=epoch)
+    assert len(queries) == 2  # the fence, and one read of the plan
     assert first.plan == Run.objects.get(pk=run.pk).plan
-    assert plan_cache.known(run.pk)
 
     with CaptureQueriesContext(connection) as queries:
         second = leases.write(run.pk, epoch=epoch)
-    assert len(queries) == 1  # the fence only: no read of the plan
+    assert len(queries) == 1  # the fence only
     assert second.plan is first.plan
-    assert second.plan_hash is None  # told the plan is known, the statement did not hash it
+
+
+@pytest.mark.django_db
+def test_the_database_hashes_a_plan_when_the_run_is_written_and_the_fence_returns_that_hash():
+    run = RunFactory()
+    stored = Run.objects.values_list("plan_hash", flat=True).get(pk=run.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT jsonb_hash_extended(%s::jsonb, 0)", [json.dumps(run.plan)])
+        assert stored == cursor.fetchone()[0]
+    fenced = leases.write(run.pk, epoch=leases.claim(run.pk, owner="w1"))
+    assert fenced.plan_hash == stored
+    # A write of the row that leaves the plan alone leaves its hash; a plan rewritten (a data migration) is hashed again.
+    Run.objects.filter(pk=run.pk).update(goal="another goal")
+    assert Run.objects.values_list("plan_hash", flat=True).get(pk=run.pk) == stored
+    Run.objects.filter(pk=run.pk).update(plan={**run.plan, "slug": "rewritten"})
+    assert Run.objects.values_list("plan_hash", flat=True).get(pk=run.pk) != stored
 
 
 @pytest.mark.django_db
@@ -45,26 +60,23 @@ def test_runs_of_a_version_with_the_same_plan_share_it_and_a_different_plan_is_i
 
 
 @pytest.mark.django_db
-def test_a_run_whose_cached_plan_went_since_its_statement_began_reads_it_again(monkeypatch):
+def test_a_plan_rewritten_under_a_running_process_is_read_again():
+    # A data migration (or a database restored under a running process): the run's row holds another plan now.
     run = RunFactory()
     epoch = leases.claim(run.pk, owner="w1")
     leases.write(run.pk, epoch=epoch)
-    # The statement is told the plan is known, and the caches are cleared before its row is read (another thread
-    # filled them past their limit meanwhile).
-    monkeypatch.setattr(plan_cache, "known", lambda run_id: (plan_cache._clear(), True)[1])
+    Run.objects.filter(pk=run.pk).update(plan={**run.plan, "slug": "another plan"})
+
     again = leases.write(run.pk, epoch=epoch)
-    assert again.plan == Run.objects.get(pk=run.pk).plan
+    assert again.plan["slug"] == "another plan"
 
 
 @pytest.mark.django_db
-def test_a_run_id_that_comes_back_as_another_run_gets_that_runs_plan():
-    # A database restored or re-created under a running process: the same id, another run (its own start time).
-    run = RunFactory()
-    epoch = leases.claim(run.pk, owner="w1")
-    leases.write(run.pk, epoch=epoch)
-    assert plan_cache.known(run.pk)
-    Run.objects.filter(pk=run.pk).update(plan={**run.plan, "slug": "another run"},
-                                         created_at=run.created_at - timedelta(days=1))
-
-    again = leases.write(run.pk, epoch=epoch)
-    assert again.plan["slug"] == "another run"
+def test_a_full_cache_starts_over_and_still_hands_out_each_runs_own_plan(monkeypatch):
+    monkeypatch.setattr(plan_cache, "LIMIT", 1)
+    one = RunFactory()
+    other = RunFactory(organization=one.organization, version=one.version, plan={**one.plan, "slug": "other"})
+    epochs = {run.pk: leases.claim(run.pk, owner="w1") for run in (one, other)}
+    for run in (one, other, one):
+        assert leases.write(run.pk, epoch=epochs[run.pk]).plan == Run.objects.get(pk=run.pk).plan
+    assert len(plan_cache._plans) == 1
