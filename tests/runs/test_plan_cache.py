@@ -40,7 +40,7 @@ def test_the_database_hashes_a_plan_when_the_run_is_written_and_the_fence_return
         assert stored == cursor.fetchone()[0]
     fenced = leases.write(run.pk, epoch=leases.claim(run.pk, owner="w1"))
     assert fenced.plan_hash == stored
-    # A write of the row that leaves the plan alone leaves its hash; a plan rewritten (a data migration) is hashed again.
+    # A write that leaves the plan alone leaves its hash; a plan rewritten (a data migration) is hashed again.
     Run.objects.filter(pk=run.pk).update(goal="another goal")
     assert Run.objects.values_list("plan_hash", flat=True).get(pk=run.pk) == stored
     Run.objects.filter(pk=run.pk).update(plan={**run.plan, "slug": "rewritten"})
