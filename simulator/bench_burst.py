@@ -140,7 +140,9 @@ def make_due(run_ids: list[int]) -> datetime:
 
 
 def _columns(model, *, skip: set[str]) -> list[str]:
-    return [field.column for field in model._meta.concrete_fields if field.column not in skip]
+    """The columns a copy writes: the model's own but for `skip` and those the database computes (generated)."""
+    return [field.column for field in model._meta.concrete_fields
+            if field.column not in skip and not field.generated]
 
 
 def _start_workers() -> subprocess.Popen:
