@@ -252,6 +252,8 @@ SPECTACULAR_SETTINGS = {
 Q_CLUSTER = {
     "name": "lucia",
     "orm": "default",
+    # The ORM broker taking and acknowledging each task in one statement (runs.queue_broker).
+    "broker_class": "runs.queue_broker.SkipLockedORM",
     "workers": env_int("LUCIA_Q_WORKERS", 2),
     "timeout": env_int("LUCIA_Q_TIMEOUT", 300),
     "retry": env_int("LUCIA_Q_RETRY", 360),

@@ -1,0 +1,84 @@
+"""The queue's broker (runs.queue_broker): oldest waiting tasks first, each taken once, one statement each way."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from django_q.brokers import get_broker
+from django_q.conf import Conf
+from django_q.models import OrmQ
+
+from runs import queue_broker
+
+
+@pytest.fixture
+def broker(monkeypatch):
+    monkeypatch.setattr(Conf, "POLL", 0)  # an empty queue returns at once
+    broker = get_broker()
+    assert isinstance(broker, queue_broker.SkipLockedORM)  # the cluster's broker (settings.Q_CLUSTER)
+    return broker
+
+
+def _waiting(broker, count: int, *, key: str | None = None) -> list[int]:
+    return [broker.enqueue(f"task {index}") if key is None else
+            OrmQ.objects.create(key=key, payload=f"task {index}", lock=timezone.now()).pk for index in range(count)]
+
+
+@pytest.mark.django_db
+def test_dequeue_takes_the_oldest_waiting_tasks_and_hands_them_out_again_only_after_retry(broker, monkeypatch):
+    monkeypatch.setattr(Conf, "BULK", 2)
+    ids = _waiting(broker, 3)
+    _waiting(broker, 1, key="another-cluster")
+
+    with CaptureQueriesContext(connection) as queries:
+        taken = broker.dequeue()
+    assert len(queries) == 1
+    assert taken == [(ids[0], "task 0"), (ids[1], "task 1")]
+    lock = OrmQ.objects.get(pk=ids[0]).lock
+    assert timedelta(seconds=Conf.RETRY - 5) < lock - timezone.now() <= timedelta(seconds=Conf.RETRY)
+
+    assert broker.dequeue() == [(ids[2], "task 2")]  # the taken ones wait for their retry
+    assert broker.dequeue() is None  # another cluster's task is not this one's
+
+    OrmQ.objects.filter(pk=ids[0]).update(lock=timezone.now() - timedelta(seconds=1))  # its retry is due
+    assert broker.dequeue() == [(ids[0], "task 0")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_being_taken_by_another_cluster_is_passed_over_not_waited_for(broker):
+    first, second = _waiting(broker, 2)
+    locked, release = threading.Event(), threading.Event()
+
+    def other_cluster():
+        try:
+            with connections["default"].cursor() as cursor:
+                cursor.execute("BEGIN")
+                cursor.execute("SELECT id FROM django_q_ormq WHERE id = %s FOR UPDATE", [first])
+                locked.set()
+                release.wait(10)
+                cursor.execute("ROLLBACK")
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=other_cluster)
+    thread.start()
+    try:
+        assert locked.wait(10)
+        assert broker.dequeue() == [(second, "task 1")]
+    finally:
+        release.set()
+        thread.join(10)
+    assert broker.dequeue() == [(first, "task 0")]
+
+
+@pytest.mark.django_db
+def test_acknowledging_a_task_deletes_its_row_in_one_statement(broker):
+    done, other = _waiting(broker, 2)
+    broker.dequeue()
+    with CaptureQueriesContext(connection) as queries:
+        broker.acknowledge(done)
+    assert len(queries) == 1
+    assert list(OrmQ.objects.values_list("pk", flat=True)) == [other]
