@@ -61,10 +61,12 @@ def test_a_retried_event_is_one_episode(client, acme):
     run = run_with_contact(acme, slack_user="U0DANA")
     payload = load_payload("slack/app_mention.json")
 
-    post_slack(client, payload, timestamp=int(time.time()) - 60)
-    # Slack signs each retry anew (a new timestamp): the retry passes and is stored once.
-    retried = post_slack(client, payload, headers={"HTTP_X_SLACK_RETRY_NUM": "1"})
-    replayed = post_slack(client, payload, headers={"HTTP_X_SLACK_RETRY_NUM": "1"})
+    now = int(time.time())
+    post_slack(client, payload, timestamp=now - 60)
+    # Slack signs each retry anew (a new timestamp): the retry passes and is stored once. The same signed request
+    # again is a replay (one timestamp for both: a second boundary between them made two signed retries).
+    retried = post_slack(client, payload, headers={"HTTP_X_SLACK_RETRY_NUM": "1"}, timestamp=now)
+    replayed = post_slack(client, payload, headers={"HTTP_X_SLACK_RETRY_NUM": "1"}, timestamp=now)
 
     assert (retried.status_code, replayed.status_code) == (200, 403)
     assert len(inbound_episodes(run)) == 1 and InboundMessage.objects.count() == 1
