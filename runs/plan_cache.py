@@ -56,16 +56,19 @@ def derived(plan: dict, name: str, build: Callable[[dict], T]) -> T:
 def attach(run: Run) -> Run:
     """Set `run.plan` (a row read with `columns`) from the cache by its version and `plan_hash`, reading the plan
     once on a miss."""
-    key = (run.version_id, run.plan_hash)
-    plan = _plans.get(key)
+    plan = _plans.get((run.version_id, run.plan_hash))
     if plan is None:
+        # The plan with its own hash, as they stand now: a plan rewritten since the row was read (a data migration)
+        # is cached under its new hash, never under the old one.
         with connection.cursor() as cursor:
-            cursor.execute("SELECT plan::text FROM runs_run WHERE id = %s", [run.pk])
-            plan = json.loads(cursor.fetchone()[0])
-        if len(_plans) >= LIMIT:
-            _clear()
-        _plans[key] = plan
-        _derived[id(plan)] = (plan, {})
+            cursor.execute("SELECT plan_hash, plan::text FROM runs_run WHERE id = %s", [run.pk])
+            run.plan_hash, text = cursor.fetchone()
+        plan = _plans.get((run.version_id, run.plan_hash))
+        if plan is None:
+            if len(_plans) >= LIMIT:
+                _clear()
+            plan = _plans[(run.version_id, run.plan_hash)] = json.loads(text)
+            _derived[id(plan)] = (plan, {})
     run.plan = plan
     return run
 

@@ -1,13 +1,13 @@
-"""django-q2's ORM broker taking and acknowledging each task in one statement (Q_CLUSTER["broker_class"]).
+"""django-q2's ORM broker taking tasks in one statement (Q_CLUSTER["broker_class"]).
 
 The stock ORM broker (django_q.brokers.orm.ORM) takes tasks in two steps: a SELECT of the waiting rows, in no
 order (under a 09:00 burst, a scan past every row taken and deleted before them), then an UPDATE per row, guarded
-by the lock it read, so that a second cluster that read the same row takes it only once. It acknowledges a task
-through Django's deletion collector. Here one UPDATE ... RETURNING takes the oldest waiting rows, FOR UPDATE SKIP
-LOCKED (a second cluster's pusher passes over the rows being taken instead of racing for them), and one DELETE
-acknowledges. The rows and what they mean are the stock broker's, which the dispatcher's marks rely on
-(runs.queue): a waiting row's `lock` is its enqueue time, a taken row's the time it may be handed out again (taken
-+ Q_CLUSTER["retry"], the stock broker's `timeout`).
+by the lock it read, so that a second cluster that read the same row takes it only once. Here one UPDATE ...
+RETURNING takes the oldest waiting rows, FOR UPDATE SKIP LOCKED (a second cluster's pusher passes over the rows
+being taken instead of racing for them). Everything else is the stock broker's, and so are the rows and what they
+mean, which the dispatcher's marks rely on (runs.queue): a waiting row's `lock` is its enqueue time, a taken row's
+the time it may be handed out again (taken + Q_CLUSTER["retry"], the stock broker's `timeout`), both on the app
+server's clock as the stock broker stamps them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ UPDATE {QUEUE_TABLE} SET lock = %(until)s
                  FOR UPDATE SKIP LOCKED)
 RETURNING id, payload
 """  # noqa: S608 (a model's table name; every value is a parameter)
-DELETE_SQL = f"DELETE FROM {QUEUE_TABLE} WHERE id = %s"  # noqa: S608 (a model's table name)
 
 
 class SkipLockedORM(ORM):
@@ -46,8 +45,3 @@ class SkipLockedORM(ORM):
             return sorted(rows)  # RETURNING follows the rows as updated, not the sub-select's order
         time.sleep(Conf.POLL)  # an empty queue: spare the database
         return None
-
-    def delete(self, task_id: int) -> None:
-        self.get_connection()
-        with connections[Conf.ORM].cursor() as cursor:
-            cursor.execute(DELETE_SQL, [task_id])

@@ -40,9 +40,7 @@ def test_the_database_hashes_a_plan_when_the_run_is_written_and_the_fence_return
         assert stored == cursor.fetchone()[0]
     fenced = leases.write(run.pk, epoch=leases.claim(run.pk, owner="w1"))
     assert fenced.plan_hash == stored
-    # A write that leaves the plan alone leaves its hash; a plan rewritten (a data migration) is hashed again.
-    Run.objects.filter(pk=run.pk).update(goal="another goal")
-    assert Run.objects.values_list("plan_hash", flat=True).get(pk=run.pk) == stored
+    # A plan rewritten (a data migration) is hashed again.
     Run.objects.filter(pk=run.pk).update(plan={**run.plan, "slug": "rewritten"})
     assert Run.objects.values_list("plan_hash", flat=True).get(pk=run.pk) != stored
 
@@ -80,3 +78,15 @@ def test_a_full_cache_starts_over_and_still_hands_out_each_runs_own_plan(monkeyp
     for run in (one, other, one):
         assert leases.write(run.pk, epoch=epochs[run.pk]).plan == Run.objects.get(pk=run.pk).plan
     assert len(plan_cache._plans) == 1
+
+
+@pytest.mark.django_db
+def test_a_plan_rewritten_between_a_claim_and_its_read_is_cached_under_its_own_hash():
+    one = RunFactory()
+    same = RunFactory(organization=one.organization, version=one.version, plan=one.plan)
+    claimed = Run.objects.defer("plan").get(pk=one.pk)  # as a claim returns the row: its plan's hash, no plan
+    Run.objects.filter(pk=one.pk).update(plan={**one.plan, "slug": "rewritten"})  # before the plan is read
+
+    assert plan_cache.attach(claimed).plan["slug"] == "rewritten"
+    # The run with the original plan still gets the original, not the rewritten one cached under the old hash.
+    assert leases.write(same.pk, epoch=leases.claim(same.pk, owner="w1")).plan == Run.objects.get(pk=same.pk).plan

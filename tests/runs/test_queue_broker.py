@@ -1,10 +1,10 @@
-"""The queue's broker (runs.queue_broker): oldest waiting tasks first, each taken once, one statement each way."""
+"""The queue's broker (runs.queue_broker): the oldest waiting tasks first, each taken once, in one statement."""
 
 import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.brokers import get_broker
@@ -22,16 +22,11 @@ def broker(monkeypatch):
     return broker
 
 
-def _waiting(broker, count: int, *, key: str | None = None) -> list[int]:
-    return [broker.enqueue(f"task {index}") if key is None else
-            OrmQ.objects.create(key=key, payload=f"task {index}", lock=timezone.now()).pk for index in range(count)]
-
-
 @pytest.mark.django_db
 def test_dequeue_takes_the_oldest_waiting_tasks_and_hands_them_out_again_only_after_retry(broker, monkeypatch):
     monkeypatch.setattr(Conf, "BULK", 2)
-    ids = _waiting(broker, 3)
-    _waiting(broker, 1, key="another-cluster")
+    ids = [broker.enqueue(f"task {index}") for index in range(3)]
+    OrmQ.objects.create(key="another-cluster", payload="theirs", lock=timezone.now())
 
     with CaptureQueriesContext(connection) as queries:
         taken = broker.dequeue()
@@ -49,17 +44,15 @@ def test_dequeue_takes_the_oldest_waiting_tasks_and_hands_them_out_again_only_af
 
 @pytest.mark.django_db(transaction=True)
 def test_a_task_being_taken_by_another_cluster_is_passed_over_not_waited_for(broker):
-    first, second = _waiting(broker, 2)
+    first, second = broker.enqueue("task 0"), broker.enqueue("task 1")
     locked, release = threading.Event(), threading.Event()
 
     def other_cluster():
         try:
-            with connections["default"].cursor() as cursor:
-                cursor.execute("BEGIN")
-                cursor.execute("SELECT id FROM django_q_ormq WHERE id = %s FOR UPDATE", [first])
+            with transaction.atomic():
+                OrmQ.objects.select_for_update().get(pk=first)
                 locked.set()
                 release.wait(10)
-                cursor.execute("ROLLBACK")
         finally:
             connections.close_all()
 
@@ -72,13 +65,3 @@ def test_a_task_being_taken_by_another_cluster_is_passed_over_not_waited_for(bro
         release.set()
         thread.join(10)
     assert broker.dequeue() == [(first, "task 0")]
-
-
-@pytest.mark.django_db
-def test_acknowledging_a_task_deletes_its_row_in_one_statement(broker):
-    done, other = _waiting(broker, 2)
-    broker.dequeue()
-    with CaptureQueriesContext(connection) as queries:
-        broker.acknowledge(done)
-    assert len(queries) == 1
-    assert list(OrmQ.objects.values_list("pk", flat=True)) == [other]
