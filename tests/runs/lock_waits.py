@@ -3,9 +3,10 @@ and must know it is really waiting there before they let that transaction commit
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from django.db import connection, transaction
 
@@ -62,3 +63,33 @@ def behind_a_writer(write: Callable[[], None], then: Callable[[], None]) -> tupl
     writing.join(30)
     waiting.join(30)
     return errors, blocked
+
+
+@contextlib.contextmanager
+def row_lock_held(model, pk) -> Iterator[Callable[[], None]]:
+    """Row `pk` of `model` locked (FOR UPDATE) by another thread's open transaction until the block ends, or until
+    the `release()` it yields is called."""
+    holding, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                model.objects.select_for_update().get(pk=pk)
+                holding.set()
+                done.wait(30)
+        finally:
+            holding.set()
+            connection.close()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+
+    def release() -> None:
+        done.set()
+        thread.join(30)
+
+    try:
+        assert holding.wait(30)
+        yield release
+    finally:
+        release()

@@ -4,12 +4,13 @@ import multiprocessing
 import threading
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
 from runs import lease_renewals, leases
 from runs.models import Run
 from tests.factories import RunFactory
+from tests.runs import lock_waits
 from tests.runs.test_leases import _expire
 
 Heartbeat = lease_renewals.Heartbeat
@@ -117,30 +118,13 @@ def test_a_renewal_behind_a_writers_lock_gives_up_waiting_and_holds_up_no_other_
     settings.LUCIA_HEARTBEAT_SECONDS = 0.4  # a renewal waits 0.1 s for a row lock
     locked, held = RunFactory(), RunFactory()
     locked_epoch, held_epoch = leases.claim(locked.pk, owner="me"), leases.claim(held.pk, owner="me")
-    holding, release = threading.Event(), threading.Event()
-
-    def writer() -> None:  # a long transaction on the run's row
-        try:
-            with transaction.atomic():
-                Run.objects.select_for_update().get(pk=locked.pk)
-                holding.set()
-                release.wait(30)
-        finally:
-            connection.close()
-
-    writing = threading.Thread(target=writer)
-    writing.start()
-    try:
-        assert holding.wait(30)
+    with lock_waits.row_lock_held(Run, locked.pk) as release:  # a long transaction on the run's row
         locked_until = _expires_at(locked.pk)
         with Heartbeat(locked.pk, epoch=locked_epoch, interval=0.05) as stuck, \
                 Heartbeat(held.pk, epoch=held_epoch, interval=0.05) as other:
             assert _renewed_past(held.pk, _expires_at(held.pk))
             assert _renewed_past(held.pk, _expires_at(held.pk))  # the locked lease's renewals hold up no other
             assert _expires_at(locked.pk) == locked_until and not stuck.lost.is_set()
-            release.set()
+            release()
             assert _renewed_past(locked.pk, locked_until)  # tried again once the row is free
             assert not stuck.lost.is_set() and not other.lost.is_set()
-    finally:
-        release.set()
-        writing.join(timeout=30)

@@ -1,10 +1,9 @@
 """The queue's broker (runs.queue_broker): the oldest waiting tasks first, each taken once, in one statement."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.brokers import get_broker
@@ -12,6 +11,7 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 
 from runs import queue_broker
+from tests.runs import lock_waits
 
 
 @pytest.fixture
@@ -45,23 +45,6 @@ def test_dequeue_takes_the_oldest_waiting_tasks_and_hands_them_out_again_only_af
 @pytest.mark.django_db(transaction=True)
 def test_a_task_being_taken_by_another_cluster_is_passed_over_not_waited_for(broker):
     first, second = broker.enqueue("task 0"), broker.enqueue("task 1")
-    locked, release = threading.Event(), threading.Event()
-
-    def other_cluster():
-        try:
-            with transaction.atomic():
-                OrmQ.objects.select_for_update().get(pk=first)
-                locked.set()
-                release.wait(10)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=other_cluster)
-    thread.start()
-    try:
-        assert locked.wait(10)
+    with lock_waits.row_lock_held(OrmQ, first):  # another cluster's pusher is taking it
         assert broker.dequeue() == [(second, "task 1")]
-    finally:
-        release.set()
-        thread.join(10)
     assert broker.dequeue() == [(first, "task 0")]
