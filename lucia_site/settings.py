@@ -252,7 +252,7 @@ SPECTACULAR_SETTINGS = {
 Q_CLUSTER = {
     "name": "lucia",
     "orm": "default",
-    # The ORM broker taking and acknowledging each task in one statement (runs.queue_broker).
+    # django-q2's ORM broker, taking the oldest waiting tasks in one statement (runs.queue_broker).
     "broker_class": "runs.queue_broker.SkipLockedORM",
     "workers": env_int("LUCIA_Q_WORKERS", 2),
     "timeout": env_int("LUCIA_Q_TIMEOUT", 300),
