@@ -1,12 +1,18 @@
 """The bench's baselines must do what they claim; its timings are never asserted."""
 
+from datetime import UTC, datetime
+from io import StringIO
+from zoneinfo import ZoneInfo
+
 import pytest
+from django.core.management import call_command
 from django.db import connection
+from django_q.models import OrmQ
 
 from runs import dispatch, queue
-from runs.models import Episode, Run
-from simulator import bench, bench_cycle, bench_sql
-from tests.factories import OrganizationFactory, plan_version
+from runs.models import Contact, Episode, Run, Task
+from simulator import bench, bench_burst, bench_cycle, bench_lag, bench_sql
+from tests.factories import ContactFactory, EpisodeFactory, OrganizationFactory, RunFactory, TaskFactory, plan_version
 
 pytestmark = pytest.mark.django_db
 
@@ -69,10 +75,6 @@ def test_table_shows_ratios_and_misses():
 
 
 def test_the_command_counts_only_missed_targets_not_figures_that_are_only_reported(monkeypatch):
-    from io import StringIO
-
-    from django.core.management import call_command
-
     figures = [bench.Figure("burst", "50 ep/s", "all done", None, "all drained", True),
                bench.Figure("burst due-lag", "p95 180 s", "-", None, "reported", None),
                bench.Figure("sims", "0.3 s", "0.1 s target", 3.0, "<= 1.00", False)]
@@ -85,12 +87,6 @@ def test_the_command_counts_only_missed_targets_not_figures_that_are_only_report
 
 
 def test_the_due_lag_drain_runs_each_queued_advance_task_like_a_worker(monkeypatch):
-    from django_q.models import OrmQ
-
-    from runs import queue
-    from simulator import bench_lag
-    from tests.factories import EpisodeFactory, RunFactory
-
     ran = []
     monkeypatch.setattr("runs.worker.advance_run", lambda run_id: ran.append(run_id))
     runs = [RunFactory() for _ in range(3)]
@@ -104,10 +100,6 @@ def test_the_due_lag_drain_runs_each_queued_advance_task_like_a_worker(monkeypat
 
 
 def test_burst_copies_a_sleeping_run_with_contacts_of_their_own_and_makes_them_due(ids):
-    from runs.models import Contact, Episode, Task
-    from simulator import bench_burst
-    from tests.factories import ContactFactory, EpisodeFactory, RunFactory, TaskFactory
-
     template = RunFactory(status="waiting")
     ContactFactory(run=template, email="vendor@example.com", phone="+15550001111")
     TaskFactory(run=template)
@@ -126,11 +118,6 @@ def test_burst_copies_a_sleeping_run_with_contacts_of_their_own_and_makes_them_d
 
 
 def test_a_working_zone_is_a_weekday_afternoon_or_morning_there():
-    from datetime import UTC, datetime
-    from zoneinfo import ZoneInfo
-
-    from simulator import bench_burst
-
     now = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)  # a Wednesday
     local = now.astimezone(ZoneInfo(bench_burst.working_zone(now)))
     assert local.weekday() < 5 and 10 <= local.hour < 16
