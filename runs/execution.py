@@ -97,9 +97,12 @@ def execute(started: episode_loads.Started, *, epoch: int,
     # The loop's last journal entries and its sends' results are written by this fence. Only a lease holder
     # changes a running episode (the reaper and cancellation move the epoch first), so ctx.episode is the row
     # as it stands.
-    with ctx.fence(rider=_finish(clock.now(ctx.run), episode)) as run:
+    # The standing the decision reads goes with the fence's statement (one round trip, under the lock).
+    standing = decisions.standing_read(run.pk, episode)
+    with ctx.fence(rider=_finish(clock.now(ctx.run), episode), then=standing) as run:
         fields = model_outages.recovered(run, episode)
-        decision = decisions.apply_outcome(run, episode, outcome) if run.is_open else decisions.Decision()
+        decision = (decisions.apply_outcome(run, episode, outcome, standing=standing) if run.is_open
+                    else decisions.Decision())
         released = _close(run, fields=fields + decision.fields, decision=decision, epoch=epoch)
     return run, released
 
@@ -193,6 +196,12 @@ def _drop(run: Run, episode: Episode) -> None:
 # is either seen here or finds the lease free. One text whatever was decided (runs.statements prepares it): each
 # field the decision may change is written only when `set_<field>` says so. `due` is kept a sub-select of its own
 # (OFFSET 0): pulled up into the assignments, its tests ran once per lease column.
+# The closing transaction commits without waiting for its WAL to reach the disk (`unflushed`: synchronous_commit
+# off until it ends). After a database crash the commits that survive are a prefix of the WAL's order, so the close
+# is lost only as if the worker had died just before it: the episode is still running under this epoch (the claim,
+# whose commit waited, set it) and the reaper resumes it, finding its sends by key (a send's row `sending`).
+# Nothing leaves Lucia on the strength of an unflushed close: every send, the escalations' notices included, is
+# preceded by a commit of its own that waits, which flushes every commit before it.
 CLOSE_SQL = f"""
 WITH {events.CLOSING_EPISODES_SQL}
 UPDATE runs_run
@@ -205,7 +214,8 @@ UPDATE runs_run
        lease_expires_at = CASE WHEN due.any THEN lease_expires_at END
   FROM (SELECT EXISTS (SELECT 1 FROM queued WHERE due_at <= %(now)s)
                OR EXISTS (SELECT 1 FROM runs_episode
-                           WHERE run_id = %(run)s AND status = 'running' AND lease_epoch < %(epoch)s) AS any
+                           WHERE run_id = %(run)s AND status = 'running' AND lease_epoch < %(epoch)s) AS any,
+               set_config('synchronous_commit', 'off', true) AS unflushed
         OFFSET 0) due
  WHERE id = %(run)s AND lease_epoch = %(epoch)s
 RETURNING next_wake_at, lease_owner IS NULL
