@@ -196,12 +196,13 @@ def _drop(run: Run, episode: Episode) -> None:
 # is either seen here or finds the lease free. One text whatever was decided (runs.statements prepares it): each
 # field the decision may change is written only when `set_<field>` says so. `due` is kept a sub-select of its own
 # (OFFSET 0): pulled up into the assignments, its tests ran once per lease column.
-# The closing transaction commits without waiting for its WAL to reach the disk (`unflushed`: synchronous_commit
-# off until it ends). After a database crash the commits that survive are a prefix of the WAL's order, so the close
-# is lost only as if the worker had died just before it: the episode is still running under this epoch (the claim,
-# whose commit waited, set it) and the reaper resumes it, finding its sends by key (a send's row `sending`).
-# Nothing leaves Lucia on the strength of an unflushed close: every send, the escalations' notices included, is
-# preceded by a commit of its own that waits, which flushes every commit before it.
+# The closing transaction, when it is the fence's own (not a caller's, whose commit waits as the caller chose),
+# commits without waiting for its WAL to reach the disk (`unflushed`: synchronous_commit off until it ends). After a
+# database crash the commits that survive are a prefix of the WAL's order, so the close is lost only as if the
+# worker had died just before it: the episode is still running under this epoch (the claim, whose commit waited,
+# set it) and the reaper resumes it, finding its sends by key (a send's row `sending`). Nothing leaves Lucia on the
+# strength of an unflushed close: every send, the escalations' notices included, is preceded by a commit of its own
+# that waits, which flushes every commit before it.
 CLOSE_SQL = f"""
 WITH {events.CLOSING_EPISODES_SQL}
 UPDATE runs_run
@@ -215,7 +216,7 @@ UPDATE runs_run
   FROM (SELECT EXISTS (SELECT 1 FROM queued WHERE due_at <= %(now)s)
                OR EXISTS (SELECT 1 FROM runs_episode
                            WHERE run_id = %(run)s AND status = 'running' AND lease_epoch < %(epoch)s) AS any,
-               set_config('synchronous_commit', 'off', true) AS unflushed
+               CASE WHEN %(unflushed)s THEN set_config('synchronous_commit', 'off', true) END AS unflushed
         OFFSET 0) due
  WHERE id = %(run)s AND lease_epoch = %(epoch)s
 RETURNING next_wake_at, lease_owner IS NULL
@@ -232,6 +233,7 @@ def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: 
     if unknown:
         raise ValueError(f"the closing write does not save {sorted(unknown)}")
     params = {"wall": clock.wall_now(), "open": run.is_open, "run": run.pk, "now": clock.now(run), "epoch": epoch,
+              "unflushed": len(connection.atomic_blocks) == 1,  # the fence's own transaction (CLOSE_SQL)
               **events.closing_params(decision.scheduled, cancel_followups=decision.cancel_followups)}
     for name, field in _CLOSE_FIELDS:
         params[f"set_{name}"] = chosen = name in fields

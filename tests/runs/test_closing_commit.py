@@ -1,0 +1,55 @@
+"""The episode's closing transaction commits without waiting for its WAL to reach the disk (runs.execution.CLOSE_SQL
+says why that loses nothing a crash would not), and only when the transaction is the fence's own."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+
+from runs import execution, worker
+from runs.models import EpisodeKind, EpisodeStatus, Run
+from tests.runs import loop_helpers
+
+
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+def _advance_seeing_the_close_s_setting(run: Run) -> list[str]:
+    """Advance `run`; what synchronous_commit was right after the closing statement, inside its transaction."""
+    seen = []
+
+    def after_close(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql == execution.CLOSE_SQL:
+            seen.append(_synchronous_commit())
+        return result
+
+    with connection.execute_wrapper(after_close):
+        assert worker.advance_run(run.pk, owner="closing", heartbeat_interval=3600) is True
+    return seen
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_fence_s_own_closing_transaction_commits_without_waiting_for_the_disk():
+    run = loop_helpers.make_run()
+    episode = loop_helpers.add_episode(run, EpisodeKind.START)
+    before = _synchronous_commit()
+
+    assert _advance_seeing_the_close_s_setting(run) == ["off"]
+
+    assert _synchronous_commit() == before == "on"  # for that transaction only
+    episode.refresh_from_db()
+    assert episode.status == EpisodeStatus.DONE
+
+
+@pytest.mark.django_db
+def test_a_close_inside_a_caller_s_transaction_leaves_its_commit_as_the_caller_chose():
+    run = loop_helpers.make_run()
+    loop_helpers.add_episode(run, EpisodeKind.START)
+
+    with transaction.atomic():
+        assert _advance_seeing_the_close_s_setting(run) == ["on"]
+        assert _synchronous_commit() == "on"
