@@ -7,16 +7,16 @@ The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py count
    entries and the outbox row, runs.outbox.open_row, which confirms the lease for the provider call that follows:
    runs.tool_executor._confirm_lease) and the provider call;
 3. close (`execute`'s last fence): one statement writes the pending entries, the sends' results and the
-   episode's end; the decision reads once (runs.decisions.read_standing), and the closing write (`_close`) saves
-   in one statement the episodes it schedules, the run, and the lease's release when nothing else is due.
+   episode's end; the decision's read (runs.decisions.standing_read) goes to the server right behind it, with the
+   transaction's BEGIN before both (psycopg's pipeline mode: one round trip, runs.statements.fetch_dicts), and
+   the closing write (`_close`) saves in one statement the episodes it schedules, the run, and the lease's release
+   when nothing else is due; then the COMMIT, which does not wait for the disk (CLOSE_SQL says why that is safe).
    These stay one transaction: a statement's snapshot is taken before it waits for a lock, so an autocommit
    closing write could miss an event committed while it waited, release the lease and strand that episode; the
-   episode's end would commit apart from its decision; and two commits wait for two WAL flushes, not one.
-   Its BEGIN and COMMIT are round trips of their own, on purpose: psycopg's pipeline mode can send BEGIN with the
-   fence's statement, the decision's read with it too, and the COMMIT with the closing write (two round trips, not
-   five), but against a local server each pipeline costs more client CPU and wall than the round trips it saves
-   (issue 13, branch closepipe: ~+60 us CPU per episode, no wall gain). Over a network with a longer round trip
-   the balance differs.
+   episode's end would commit apart from its decision. Three round trips instead of five: against the local
+   server of `make bench` the pipeline's own client work eats most of what the two saves (measured in one
+   process, alternating blocks of 40 start episodes: 0.1-0.26 ms less wall per episode, 1-2%); over a network,
+   where a round trip costs more, it saves more.
 A worker that lost its lease gets LeaseLost from the next fence and has written nothing there.
 """
 
