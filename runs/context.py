@@ -21,7 +21,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from runs import episode_loads, journal, lease_renewals, leases, statements
+from runs import episode_loads, journal, lease_renewals, leases
 from runs.episode_facts import EpisodeFacts
 from runs.models import Contact, Episode, Run, Task, TaskStatus
 
@@ -62,17 +62,16 @@ class EpisodeContext:
         return self.loaded_facts
 
     @contextlib.contextmanager
-    def fence(self, *, rider: leases.Rider | None = None, then: statements.Then | None = None) -> Iterator[Run]:
+    def fence(self, *, rider: leases.Rider | None = None) -> Iterator[Run]:
         """Yield the locked run row, or raise LeaseLost (also when the heartbeat already saw it lost).
 
         Pending journal entries and pending writes are written by the fence's own statement, with `rider`;
-        if the transaction rolls back they are pending again. `then`: a read the statement takes along
-        (runs.leases.write), run under the lock.
+        if the transaction rolls back they are pending again.
         """
         taken = self._take()
         try:
             with transaction.atomic():
-                yield self._write(taken, rider, then=then)
+                yield self._write(taken, rider)
         except BaseException:
             self._put_back(taken)
             raise
@@ -98,11 +97,10 @@ class EpisodeContext:
         self.pending[:0] = taken[0]
         self.pending_riders[:0] = taken[1]
 
-    def _write(self, taken: tuple[list[journal.Entry], list[leases.Rider]], rider: leases.Rider | None, *,
-               then: statements.Then | None = None) -> Run:
+    def _write(self, taken: tuple[list[journal.Entry], list[leases.Rider]], rider: leases.Rider | None) -> Run:
         combined = leases.joined([journal.rider(taken[0]), *taken[1], *((rider,) if rider is not None else ())])
         sent = time.monotonic()
-        run = leases.write(self.run_id, epoch=self.epoch, rider=combined, known=self.run, then=then)
+        run = leases.write(self.run_id, epoch=self.epoch, rider=combined, known=self.run)
         self.fenced_at = sent
         if Run.organization.is_cached(self.run):
             run.organization = self.run.organization

@@ -100,21 +100,12 @@ SELECT (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE 
 _NOTICE = json.dumps({escalations.NOTICE_FLAG: True})
 
 
-def standing_read(run_id: int, episode: Episode) -> statements.Then:
-    """The standing's statement, to send behind the closing fence's own (ctx.fence(then=...)): it runs under the
-    run row's lock, after the episode's own writes (its sends' results are written by that fence's statement)."""
-    return statements.Then(STANDING_SQL, {"run": run_id, "episode": episode.pk, "notice": _NOTICE})
-
-
-def read_standing(run: Run, episode: Episode, *, read: statements.Then | None = None) -> Standing:
+def read_standing(run: Run, episode: Episode) -> Standing:
     """Tasks, contacts, held rows, what the episode sent and the open question: one statement. Call under the
-    fence, after the episode's own writes; `read`: standing_read's, already run by the fence."""
-    if read is None or read.row is None:
-        read = standing_read(run.pk, episode)
-        with statements.cursor() as cursor:
-            cursor.execute(read.sql, read.params)
-            read.row = cursor.fetchone()
-    tasks, contacts, held_until, sent_something, sent_now, question = read.row
+    fence, after the episode's own writes (its sends' results are written by that fence first)."""
+    with statements.cursor() as cursor:
+        cursor.execute(STANDING_SQL, {"run": run.pk, "episode": episode.pk, "notice": _NOTICE})
+        tasks, contacts, held_until, sent_something, sent_now, question = cursor.fetchone()
     return Standing(
         episode_id=episode.pk, tasks=json_rows.instances(Task, tasks), contacts=json_rows.instances(Contact, contacts),
         held_until=held_until, sent_something=sent_something or _approved_draft_sent(episode), sent_now=sent_now,
@@ -122,14 +113,12 @@ def read_standing(run: Run, episode: Episode, *, read: statements.Then | None = 
     )
 
 
-def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome, *,
-                  standing: statements.Then | None = None) -> Decision:
+def apply_outcome(run: Run, episode: Episode, outcome: EpisodeOutcome) -> Decision:
     """Complete the run when every required task is done; otherwise schedule what the policy says, or wait.
-    `standing`: standing_read's, run by the caller's fence (else it is read now).
 
     Returns what the caller's closing write saves (runs.execution); nothing when the run ended (end_run saved it).
     """
-    standing = _standing(run, episode, read=standing)
+    standing = _standing(run, episode)
     held_until = standing.held_until
     if _required_tasks_done(run):
         if held_until is None:
@@ -262,11 +251,11 @@ def _sleep(run: Run, *, status: str, wake_when: str | None) -> list[str]:
     return ["status", "wake_when"]
 
 
-def _standing(run: Run, episode: Episode, *, read: statements.Then | None = None) -> Standing:
+def _standing(run: Run, episode: Episode) -> Standing:
     """The standing read once per decision (kept on the run row in hand for the helpers below)."""
     standing = getattr(run, "_standing", None)
     if standing is None or standing.episode_id != episode.pk:
-        standing = run._standing = read_standing(run, episode, read=read)
+        standing = run._standing = read_standing(run, episode)
     return standing
 
 

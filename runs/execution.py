@@ -7,16 +7,17 @@ The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py count
    entries and the outbox row, runs.outbox.open_row, which confirms the lease for the provider call that follows:
    runs.tool_executor._confirm_lease) and the provider call;
 3. close (`execute`'s last fence): one statement writes the pending entries, the sends' results and the
-   episode's end; the decision's read (runs.decisions.standing_read) goes to the server right behind it, with the
-   transaction's BEGIN before both (psycopg's pipeline mode: one round trip, runs.statements.fetch_dicts), and
-   the closing write (`_close`) saves in one statement the episodes it schedules, the run, and the lease's release
-   when nothing else is due; then the COMMIT, which does not wait for the disk (CLOSE_SQL says why that is safe).
+   episode's end; the decision reads once (runs.decisions.read_standing), and the closing write (`_close`) saves
+   in one statement the episodes it schedules, the run, and the lease's release when nothing else is due; the
+   COMMIT of a quiet close does not wait for the disk (CLOSE_SQL).
    These stay one transaction: a statement's snapshot is taken before it waits for a lock, so an autocommit
    closing write could miss an event committed while it waited, release the lease and strand that episode; the
-   episode's end would commit apart from its decision. Three round trips instead of five: against the local
-   server of `make bench` the pipeline's own client work eats most of what the two saves (measured in one
-   process, alternating blocks of 40 start episodes: 0.1-0.26 ms less wall per episode, 1-2%); over a network,
-   where a round trip costs more, it saves more.
+   episode's end would commit apart from its decision; and two commits wait for two WAL flushes, not one.
+   Its BEGIN and COMMIT are round trips of their own. psycopg's pipeline mode cannot take the BEGIN along (it
+   syncs right after queueing it, to know the transaction's state); it can send the decision's read right behind
+   the fence's statement, one round trip of five, but against the local server of `make bench` that measured 1-2%
+   less wall per episode (issue 13, stop 22; in one process, alternating blocks of 40 start episodes) for a read
+   threaded through the fence: not kept. Over a network with a longer round trip the balance differs.
 A worker that lost its lease gets LeaseLost from the next fence and has written nothing there.
 """
 
@@ -38,7 +39,7 @@ from runs import (
     statements,
 )
 from runs.context import EpisodeContext, EpisodeOutcome
-from runs.models import Episode, EpisodeStatus, EscalationKind, Run
+from runs.models import Episode, EpisodeStatus, EscalationKind, Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -97,13 +98,11 @@ def execute(started: episode_loads.Started, *, epoch: int,
     # The loop's last journal entries and its sends' results are written by this fence. Only a lease holder
     # changes a running episode (the reaper and cancellation move the epoch first), so ctx.episode is the row
     # as it stands.
-    # The standing the decision reads goes with the fence's statement (one round trip, under the lock).
-    standing = decisions.standing_read(run.pk, episode)
-    with ctx.fence(rider=_finish(clock.now(ctx.run), episode), then=standing) as run:
+    with ctx.fence(rider=_finish(clock.now(ctx.run), episode)) as run:
         fields = model_outages.recovered(run, episode)
-        decision = (decisions.apply_outcome(run, episode, outcome, standing=standing) if run.is_open
-                    else decisions.Decision())
-        released = _close(run, fields=fields + decision.fields, decision=decision, epoch=epoch)
+        decision = decisions.apply_outcome(run, episode, outcome) if run.is_open else decisions.Decision()
+        released = _close(run, fields=fields + decision.fields, decision=decision, epoch=epoch,
+                          unflushed=not fields and _quiet(run))
     return run, released
 
 
@@ -196,13 +195,13 @@ def _drop(run: Run, episode: Episode) -> None:
 # is either seen here or finds the lease free. One text whatever was decided (runs.statements prepares it): each
 # field the decision may change is written only when `set_<field>` says so. `due` is kept a sub-select of its own
 # (OFFSET 0): pulled up into the assignments, its tests ran once per lease column.
-# The closing transaction, when it is the fence's own (not a caller's, whose commit waits as the caller chose),
-# commits without waiting for its WAL to reach the disk (`unflushed`: synchronous_commit off until it ends). After a
-# database crash the commits that survive are a prefix of the WAL's order, so the close is lost only as if the
-# worker had died just before it: the episode is still running under this epoch (the claim, whose commit waited,
-# set it) and the reaper resumes it, finding its sends by key (a send's row `sending`). Nothing leaves Lucia on the
-# strength of an unflushed close: every send, the escalations' notices included, is preceded by a commit of its own
-# that waits, which flushes every commit before it.
+# A quiet close (`unflushed`: see `_quiet`) in the fence's own transaction commits without waiting for its WAL to
+# reach the disk (synchronous_commit off until the transaction ends). After a database crash the commits that
+# survive are a prefix of the WAL's order, so such a close is lost as if the worker had died just before it: the
+# episode is still running under this epoch (the claim, whose commit waited, set it), the reaper resumes it and it
+# finds its sends by key (a send's row `sending`). Nothing leaves Lucia on the strength of an unflushed close: every
+# send is preceded by a commit of its own that waits, which flushes every commit before it. Readers (the API, the
+# Studio) may see a quiet close that a crash then takes back, as they may see an episode a worker's crash repeats.
 CLOSE_SQL = f"""
 WITH {events.CLOSING_EPISODES_SQL}
 UPDATE runs_run
@@ -226,14 +225,16 @@ CLOSE_FIELDS = ("state", "status", "wake_when")
 _CLOSE_FIELDS = tuple((name, Run._meta.get_field(name)) for name in CLOSE_FIELDS)
 
 
-def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: int) -> bool:
+def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: int, unflushed: bool = False) -> bool:
     """Save `fields` of the locked run and the decision's episodes with next_wake_at, releasing the lease when
-    nothing is due; returns whether it was released (the worker then writes nothing more for this run)."""
+    nothing is due; returns whether it was released (the worker then writes nothing more for this run).
+    `unflushed`: a quiet close, whose commit need not wait for the disk (CLOSE_SQL)."""
     unknown = set(fields) - set(CLOSE_FIELDS) - {"updated_at", "next_wake_at"}
     if unknown:
         raise ValueError(f"the closing write does not save {sorted(unknown)}")
     params = {"wall": clock.wall_now(), "open": run.is_open, "run": run.pk, "now": clock.now(run), "epoch": epoch,
-              "unflushed": len(connection.atomic_blocks) == 1,  # the fence's own transaction (CLOSE_SQL)
+              # In the fence's own transaction only: a caller's commits as the caller chose.
+              "unflushed": unflushed and len(connection.atomic_blocks) == 1,
               **events.closing_params(decision.scheduled, cancel_followups=decision.cancel_followups)}
     for name, field in _CLOSE_FIELDS:
         params[f"set_{name}"] = chosen = name in fields
@@ -247,6 +248,14 @@ def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: 
     if released:
         run.lease_owner = run.lease_expires_at = None
     return released
+
+
+def _quiet(run: Run) -> bool:
+    """A close that only moves the run along: it leaves the run open and not waiting for a human, so it opened no
+    escalation (runs.escalations.open_escalation puts the run there) and ended nothing. What a person or another
+    system acts on (an escalation to answer, a run ended) is committed as a close always was; only a quiet close
+    commits unflushed (CLOSE_SQL)."""
+    return run.status in (RunStatus.ACTIVE, RunStatus.WAITING)
 
 
 def _finish(now: datetime, episode: Episode) -> leases.Rider:

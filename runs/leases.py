@@ -214,14 +214,12 @@ STARTED_FIELDS = ("organization", "version", "sim", "external_ref", "goal", "inp
 
 
 def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False,
-          known: Run | None = None, then: statements.Then | None = None) -> Run:
+          known: Run | None = None) -> Run:
     """A fenced write in one statement, atomic by itself (no transaction around it unless the caller's):
     an UPDATE conditioned on the epoch, which locks the row, extends the lease (the holder is alive: a send that
     follows keeps any successor out until it is done) and writes `rider`'s rows. Nothing is written when the
     epoch moved: raises LeaseLost. Returns the run row as the statement left it; with `known` (a row of the run
-    read earlier, e.g. with the episode's start) its STARTED_FIELDS are copied from there, not read back. `then`: a
-    read sent right behind the statement, in the same round trip (statements.fetch_dicts); under the row's lock, it
-    sees what every writer that held the run row before committed."""
+    read earlier, e.g. with the episode's start) its STARTED_FIELDS are copied from there, not read back."""
     if known is not None and known.pk != run_id:
         raise ValueError(f"a row of run {known.pk} stands for run {run_id}")
     rider, renamed = _renumbered(rider or Rider())
@@ -251,7 +249,6 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
         SELECT {columns}{children}{rider.returning} FROM fenced
         """,  # noqa: S608 (constants; every value is a parameter)
         params,
-        then=then,
     )
     if not rows:
         current = Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).first()

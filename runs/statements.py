@@ -13,16 +13,14 @@ statement, not globally). The cursor goes through Django's wrappers, so query lo
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connection, models
 from django.db.backends.postgresql.base import TIMESTAMPTZ_OID
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 from django.db.backends.utils import CursorWrapper
-from psycopg.pq import Format, TransactionStatus
+from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg.types.datetime import TimestamptzLoader
 
@@ -70,10 +68,7 @@ def cursor(*, dicts: bool = False) -> CursorWrapper:
     """A cursor on the default connection whose statements are bound and prepared on the server. Use it as
     `with statements.cursor() as cursor:`; it joins the connection's current transaction like any cursor.
     `dicts`: its rows are dicts by column name (psycopg's `dict_row`)."""
-    return _cursor(connected(), dicts)
-
-
-def _cursor(db, dicts: bool) -> CursorWrapper:
+    db = connected()
     wrapper = PreparedDebugCursor if db.queries_logged else PreparedCursor
     with db.wrap_database_errors:
         raw = _lend(db, dicts)
@@ -131,53 +126,18 @@ def _load_timestamps(raw: PreparingCursor, timezone) -> None:
         register_tzloader(timezone, raw)
 
 
-@dataclass
-class Then:
-    """A read sent right behind a statement (`fetch_dicts(..., then=...)`): its first row, once it has run."""
-
-    sql: str
-    params: dict | list
-    row: tuple | None = None
-
-
-def fetch_dicts(sql: str, params: dict | list, *, then: Then | None = None) -> list[dict]:
-    """Run `sql`; its rows as dicts by column name.
-
-    A statement that begins the caller's transaction (the first in an atomic block) goes to the server with its
-    BEGIN, and `then` right behind it: one round trip (psycopg's pipeline mode, left before the rows are read, so
-    with one sync) instead of one each. `then` runs after `sql` in its transaction, so it reads what `sql` wrote
-    and, after a statement that locks a row, what every writer that held the lock before committed.
-    """
+def fetch_dicts(sql: str, params: dict | list) -> list[dict]:
+    """Run `sql`; its rows as dicts by column name."""
     # Names come from the result (never cached by text: a migration changes what `RETURNING *` returns).
-    db = connected()
-    if then is None and not _begins_transaction(db):
-        with _cursor(db, True) as rows:
-            rows.execute(sql, params)
-            return rows.fetchall()
-    with _cursor(db, True) as rows, _cursor(db, False) as then_rows, contextlib.ExitStack() as pipelined:
-        if not db.connection.pgconn.pipeline_status:  # a caller's pipeline (runs.compliance) syncs as it chose
-            pipelined.enter_context(db.connection.pipeline())
+    with cursor(dicts=True) as rows:
         rows.execute(sql, params)
-        if then is not None:
-            then_rows.execute(then.sql, then.params)
-        with db.wrap_database_errors:
-            pipelined.close()  # the sync: every result is in
-        if then is not None:
-            then.row = then_rows.fetchone()
         return rows.fetchall()
 
 
-def _begins_transaction(db) -> bool:
-    """Whether the next statement on `db` opens the transaction of the atomic block it is in (psycopg sends a
-    BEGIN first, as a round trip of its own outside a pipeline)."""
-    return (db.in_atomic_block and db.connection.info.transaction_status == TransactionStatus.IDLE
-            and not db.connection.pgconn.pipeline_status)
-
-
-def fetch_instances(model: type[models.Model], sql: str, params: dict | list, *, then: Then | None = None) -> list:
+def fetch_instances(model: type[models.Model], sql: str, params: dict | list) -> list:
     """Run `sql` and read its rows as `model` instances (`instance`); columns that are not the model's own become
-    attributes of the same name, as with the ORM's `raw()`. `then`: as fetch_dicts'."""
-    rows = fetch_dicts(sql, params, then=then)
+    attributes of the same name, as with the ORM's `raw()`."""
+    rows = fetch_dicts(sql, params)
     if not rows:
         return []
     reading = _reading(model, tuple(rows[0]))  # one result: every row has its columns

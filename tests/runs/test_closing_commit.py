@@ -1,13 +1,14 @@
-"""The episode's closing transaction commits without waiting for its WAL to reach the disk (runs.execution.CLOSE_SQL
-says why that loses nothing a crash would not), and only when the transaction is the fence's own."""
+"""A quiet close (the run moves along: open, no human waited on) commits without waiting for its WAL to reach the
+disk (runs.execution.CLOSE_SQL says why that loses nothing a crash would not), and only in the fence's own
+transaction; a close that leaves the run waiting for a human commits as it always did."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection, transaction
 
-from runs import execution, worker
-from runs.models import EpisodeKind, EpisodeStatus, Run
+from runs import escalations, execution, worker
+from runs.models import EpisodeKind, EpisodeStatus, EscalationKind, Run, RunStatus
 from tests.runs import loop_helpers
 
 
@@ -33,7 +34,7 @@ def _advance_seeing_the_close_s_setting(run: Run) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_fence_s_own_closing_transaction_commits_without_waiting_for_the_disk():
+def test_a_quiet_close_in_the_fence_s_own_transaction_commits_without_waiting_for_the_disk():
     run = loop_helpers.make_run()
     episode = loop_helpers.add_episode(run, EpisodeKind.START)
     before = _synchronous_commit()
@@ -42,14 +43,29 @@ def test_the_fence_s_own_closing_transaction_commits_without_waiting_for_the_dis
 
     assert _synchronous_commit() == before == "on"  # for that transaction only
     episode.refresh_from_db()
-    assert episode.status == EpisodeStatus.DONE
+    run.refresh_from_db()
+    assert episode.status == EpisodeStatus.DONE and run.status == RunStatus.WAITING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_close_that_leaves_the_run_waiting_for_a_human_waits_for_the_disk():
+    run = loop_helpers.make_run()
+    escalations.open_escalation(run, kind=EscalationKind.QUESTION, prompt="Which address should we use?")
+    loop_helpers.add_episode(run, EpisodeKind.START)
+
+    assert _advance_seeing_the_close_s_setting(run) == ["on"]
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.WAITING_HUMAN
 
 
 @pytest.mark.django_db
-def test_a_close_inside_a_caller_s_transaction_leaves_its_commit_as_the_caller_chose():
+def test_a_quiet_close_inside_a_caller_s_transaction_leaves_its_commit_as_the_caller_chose():
     run = loop_helpers.make_run()
     loop_helpers.add_episode(run, EpisodeKind.START)
 
-    with transaction.atomic():
+    with transaction.atomic():  # (pytest-django's own is one more)
         assert _advance_seeing_the_close_s_setting(run) == ["on"]
         assert _synchronous_commit() == "on"
+    run.refresh_from_db()
+    assert run.status == RunStatus.WAITING

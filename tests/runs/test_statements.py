@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from django.db import DataError, connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs import statements
@@ -133,40 +133,3 @@ def test_a_new_connection_lends_none_of_the_old_ones_cursors():
         assert fresh.cursor is not kept and fresh.cursor.connection is connection.connection
         fresh.execute("SELECT 4")
         assert fresh.fetchall() == [(4,)]
-
-
-def test_a_read_sent_behind_a_statement_runs_after_it_and_sees_what_it_wrote():
-    run = RunFactory(goal="before")
-    then = statements.Then("SELECT goal FROM runs_run WHERE id = %(run)s", {"run": run.pk})
-
-    with CaptureQueriesContext(connection) as queries:
-        rows = statements.fetch_dicts("UPDATE runs_run SET goal = 'after' WHERE id = %(run)s RETURNING id",
-                                      {"run": run.pk}, then=then)
-
-    assert rows == [{"id": run.pk}] and then.row == ("after",)
-    assert len(queries.captured_queries) == 2  # both logged, as any statement
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_statement_that_opens_an_atomic_block_s_transaction_is_inside_it():
-    # Its BEGIN goes along with it (one round trip): the block's rollback undoes what it wrote.
-    run = RunFactory(goal="before")
-
-    with pytest.raises(RuntimeError), transaction.atomic():
-        statements.fetch_dicts("UPDATE runs_run SET goal = 'after' WHERE id = %(run)s RETURNING id", {"run": run.pk})
-        raise RuntimeError("roll back")
-
-    assert Run.objects.get(pk=run.pk).goal == "before"
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_failing_statement_with_a_read_behind_it_raises_django_s_error_and_writes_nothing():
-    run = RunFactory(goal="before")
-    then = statements.Then("SELECT goal FROM runs_run WHERE id = %(run)s", {"run": run.pk})
-
-    with pytest.raises(DataError), transaction.atomic():
-        statements.fetch_dicts("UPDATE runs_run SET goal = (1 / 0)::text WHERE id = %(run)s RETURNING id",
-                               {"run": run.pk}, then=then)
-
-    assert then.row is None and Run.objects.get(pk=run.pk).goal == "before"
-    assert statements.fetch_dicts("SELECT 1 AS one", []) == [{"one": 1}]  # the connection is usable again
