@@ -87,8 +87,8 @@ def test_the_postponement_finds_the_run_s_episodes_by_run_and_the_episode_by_its
 def test_the_closing_write_finds_the_run_s_queued_episodes_by_run():
     run = loop_helpers.make_run()
     params = {"run": run.pk, "wall": run.virtual_now, "open": True, "now": run.virtual_now, "epoch": 1,
-              "unflushed": True, "set_state": False, "state": None, "set_status": False, "status": None, "set_wake_when": False,
-              "wake_when": None, **events.closing_params([events.Planned(
+              "unflushed": True, "set_state": False, "state": None, "set_status": False, "status": None,
+              "set_wake_when": False, "wake_when": None, **events.closing_params([events.Planned(
                   kind=EpisodeKind.FOLLOWUP, due_at=run.virtual_now, dedupe_key="f", payload={},
                   unless_queued_by=run.virtual_now)], cancel_followups=True)}
 
