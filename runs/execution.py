@@ -102,7 +102,7 @@ def execute(started: episode_loads.Started, *, epoch: int,
         fields = model_outages.recovered(run, episode)
         decision = decisions.apply_outcome(run, episode, outcome) if run.is_open else decisions.Decision()
         released = _close(run, fields=fields + decision.fields, decision=decision, epoch=epoch,
-                          unflushed=not fields and _quiet(run))
+                          unflushed=_quiet(run, recovered=fields))
     return run, released
 
 
@@ -250,12 +250,12 @@ def _close(run: Run, *, fields: list[str], decision: decisions.Decision, epoch: 
     return released
 
 
-def _quiet(run: Run) -> bool:
+def _quiet(run: Run, *, recovered: list[str]) -> bool:
     """A close that only moves the run along: it leaves the run open and not waiting for a human, so it opened no
-    escalation (runs.escalations.open_escalation puts the run there) and ended nothing. What a person or another
-    system acts on (an escalation to answer, a run ended) is committed as a close always was; only a quiet close
-    commits unflushed (CLOSE_SQL)."""
-    return run.status in (RunStatus.ACTIVE, RunStatus.WAITING)
+    escalation (runs.escalations.open_escalation puts the run there) and ended nothing, and it ended no model
+    outage (`recovered`, model_outages.recovered's fields: that resolves the outage's notice). What a person or
+    another system acts on is committed as a close always was; only a quiet close commits unflushed (CLOSE_SQL)."""
+    return not recovered and run.status in (RunStatus.ACTIVE, RunStatus.WAITING)
 
 
 def _finish(now: datetime, episode: Episode) -> leases.Rider:

@@ -5,7 +5,7 @@ transaction; a close that leaves the run waiting for a human commits as it alway
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from runs import escalations, execution, worker
 from runs.models import EpisodeKind, EpisodeStatus, EscalationKind, Run, RunStatus
@@ -64,8 +64,8 @@ def test_a_quiet_close_inside_a_caller_s_transaction_leaves_its_commit_as_the_ca
     run = loop_helpers.make_run()
     loop_helpers.add_episode(run, EpisodeKind.START)
 
-    with transaction.atomic():  # (pytest-django's own is one more)
-        assert _advance_seeing_the_close_s_setting(run) == ["on"]
-        assert _synchronous_commit() == "on"
+    # The caller's transaction: the test's own (pytest-django's), around the fence's.
+    assert _advance_seeing_the_close_s_setting(run) == ["on"]
+    assert _synchronous_commit() == "on"
     run.refresh_from_db()
     assert run.status == RunStatus.WAITING
