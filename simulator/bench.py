@@ -39,7 +39,17 @@ from agents import versions
 from agents.models import AgentVersion, Organization
 from runs import dispatch, events, queue, starts, submissions, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
-from simulator import bench_burst, bench_cycle, bench_lag, bench_sql, engine, gate, scorecards, sim_org
+from simulator import (
+    bench_burst,
+    bench_cpu,
+    bench_cycle,
+    bench_lag,
+    bench_sql,
+    engine,
+    gate,
+    scorecards,
+    sim_org,
+)
 
 # Two benches on one server (CI and a developer, say) each need their own throwaway database.
 BENCH_DATABASE = os.environ.get("LUCIA_BENCH_DATABASE", "lucia_bench")
@@ -100,8 +110,8 @@ def run(*, sleeping: int = 100_000, runs: int = 200, burst: int = 10_000, parts:
         figures = simulations(templates, say=say) if "sims" in parts else []
         primary = _deployed(templates[0], organization)  # real runs (the burst, the due-lag) need a deployment
         if "throughput" in parts:
-            figures.extend(throughput(primary, organization, processes=processes, runs=runs, say=say)
-                           for processes in (1, 2))
+            for processes in (1, 2):
+                figures.extend(throughput(primary, organization, processes=processes, runs=runs, say=say))
         if "queries" in parts:
             figures.extend(queries_per_kind(primary, say=say))
             figures.append(queries_real_start(primary, organization, say=say))
@@ -159,9 +169,10 @@ def simulations(templates: list[AgentVersion], *, say: Callable[[str], None]) ->
 
 
 def throughput(version: AgentVersion, organization: Organization, *, processes: int, runs: int,
-               say: Callable[[str], None]) -> Figure:
+               say: Callable[[str], None]) -> list[Figure]:
     """Start episodes of real runs (`organization` is a sandbox: sends are stored, not delivered) through the
-    runtime in `processes` forked processes vs the raw cycle in as many.
+    runtime in `processes` forked processes vs the raw cycle in as many: the rates, and the CPU per episode of each
+    side (its processes' and their PostgreSQL backends', bench_cpu).
 
     Each run has a contact of its own (caps count a real run's sends per recipient across the organization),
     in a time zone where it is a working day's hours now (an episode outside them would only be deferred).
@@ -181,19 +192,46 @@ def throughput(version: AgentVersion, organization: Organization, *, processes: 
     worker.advance_run(run_ids.pop(), owner="bench")  # untimed: imports and first-use caches
     bench_cycle.create_schema()
     slices = [run_ids[index::processes] for index in range(processes)]
-    raw_rates, runtime_rates, done = [bench_cycle.throughput(processes, seconds=RAW_WINDOW_S)], [], 0
+    raw = [bench_cycle.throughput(processes, seconds=RAW_WINDOW_S)]
+    runtime = []
     for turn in range(ROUNDS):
-        ran, seconds = _advance_in_processes([runs_of[turn::ROUNDS] for runs_of in slices])
-        raw_rates.append(bench_cycle.throughput(processes, seconds=RAW_WINDOW_S))
-        runtime_rates.append(ran / seconds)
-        done += ran
-    raw_rate = statistics.mean((before + after) / 2 for before, after in itertools.pairwise(raw_rates))
-    runtime_rate = statistics.mean(runtime_rates)
+        runtime.append(_advance_in_processes([runs_of[turn::ROUNDS] for runs_of in slices]))
+        raw.append(bench_cycle.throughput(processes, seconds=RAW_WINDOW_S))
+    raw_rate = statistics.mean((before[0] + after[0]) / 2 for before, after in itertools.pairwise(raw))
+    runtime_rate = statistics.mean(ran / seconds for ran, seconds, _ in runtime)
+    done = sum(ran for ran, _, _ in runtime)
     say(f"  {processes} process(es): runtime {done} episodes, {runtime_rate:.0f} ep/s; raw SQL {raw_rate:.0f} ep/s "
         f"({ROUNDS} runtime rounds, each between two raw windows)")
     ratio = runtime_rate / raw_rate
-    return Figure(f"episode throughput, {processes} process(es), runtime vs raw SQL", f"{runtime_rate:.0f} ep/s",
-                  f"{raw_rate:.0f} ep/s raw", ratio, f">= {THROUGHPUT_TARGET:.2f}", ratio >= THROUGHPUT_TARGET)
+    return [
+        Figure(f"episode throughput, {processes} process(es), runtime vs raw SQL", f"{runtime_rate:.0f} ep/s",
+               f"{raw_rate:.0f} ep/s raw", ratio, f">= {THROUGHPUT_TARGET:.2f}", ratio >= THROUGHPUT_TARGET),
+        _cpu_figure(processes, runtime=_per_episode([(ran, spent) for ran, _, spent in runtime]),
+                    raw=_per_episode([(episodes, spent) for _, episodes, spent in raw])),
+    ]
+
+
+def _per_episode(measured: list[tuple[int, bench_cpu.Spent]]) -> bench_cpu.Spent:
+    """CPU seconds per episode over (episodes, CPU spent) measurements."""
+    episodes = sum(count for count, _ in measured) or 1
+    spent = sum((cpu for _, cpu in measured), bench_cpu.NOTHING)
+    return bench_cpu.Spent(worker=spent.worker / episodes,
+                           backend=None if spent.backend is None else spent.backend / episodes)
+
+
+def _cpu_figure(processes: int, *, runtime: bench_cpu.Spent, raw: bench_cpu.Spent) -> Figure:
+    """CPU per episode, runtime vs raw cycle (ratio: raw / runtime). Only reported: where the throughput goes. The
+    machine's cores over the runtime's CPU per episode bound its throughput (bench_cpu), whatever the processes."""
+    def shown(spent: bench_cpu.Spent) -> str:
+        if spent.backend is None:
+            return f"{spent.worker * 1000:.2f} ms (worker; PostgreSQL's not on this machine)"
+        return (f"{(spent.worker + spent.backend) * 1000:.2f} ms ({spent.worker * 1000:.2f} worker + "
+                f"{spent.backend * 1000:.2f} PostgreSQL)")
+
+    both = runtime.backend is not None and raw.backend is not None
+    ratio = (raw.worker + raw.backend) / (runtime.worker + runtime.backend) if both else raw.worker / runtime.worker
+    return Figure(f"episode CPU, {processes} process(es), runtime vs raw SQL", shown(runtime),
+                  f"{shown(raw)} raw", ratio, "reported", None)
 
 
 def queries_per_kind(version: AgentVersion, *, say: Callable[[str], None]) -> list[Figure]:
@@ -312,16 +350,19 @@ def _query_ms(*, repeat: int = 30, warmup: int = 5) -> float:
     return min(timings)
 
 
-def _advance_in_processes(slices: list[list[int]]) -> tuple[int, float]:
-    """Run `advance_run` over each slice of run ids in its own forked process: (episodes run, slowest wall)."""
+def _advance_in_processes(slices: list[list[int]]) -> tuple[int, float, bench_cpu.Spent]:
+    """Run `advance_run` over each slice of run ids in its own forked process: (episodes run, slowest wall, the CPU
+    the processes and their backends took)."""
     connections.close_all()  # each child opens its own connection
     context = multiprocessing.get_context("fork")
     results = context.Queue()
 
     def advance(run_ids: list[int]) -> None:
+        connection.ensure_connection()
+        meter = bench_cpu.Meter(connection.connection.info)
         started = time.perf_counter()
         ran = sum(worker.advance_run(run_id, owner="bench") for run_id in run_ids)
-        results.put((ran, time.perf_counter() - started))
+        results.put((ran, time.perf_counter() - started, meter.spent()))
         connections.close_all()
 
     children = [context.Process(target=advance, args=(run_ids,)) for run_ids in slices]
@@ -330,7 +371,8 @@ def _advance_in_processes(slices: list[list[int]]) -> tuple[int, float]:
     done = [results.get() for _ in children]
     for child in children:
         child.join()
-    return sum(ran for ran, _ in done), max(wall for _, wall in done)
+    return (sum(ran for ran, _, _ in done), max(wall for _, wall, _ in done),
+            sum((spent for _, _, spent in done), bench_cpu.NOTHING))
 
 
 def _bench_organization() -> Organization:

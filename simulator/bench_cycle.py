@@ -17,6 +17,8 @@ import time
 import psycopg
 from django.db import connection, connections
 
+from simulator import bench_cpu
+
 SCHEMA_SQL = """
 DROP TABLE IF EXISTS bench_cycle_journal, bench_cycle_episodes, bench_cycle_runs CASCADE;
 CREATE TABLE bench_cycle_runs (
@@ -68,8 +70,9 @@ def create_schema(*, runs: int = 10_000) -> None:
         cursor.execute(SCHEMA_SQL, {"runs": runs})
 
 
-def throughput(processes: int, *, seconds: float) -> float:
-    """Episodes per second of `processes` forked processes running the cycle for `seconds` each."""
+def throughput(processes: int, *, seconds: float) -> tuple[float, int, bench_cpu.Spent]:
+    """Episodes per second of `processes` forked processes running the cycle for `seconds` each; the episodes,
+    and the CPU they took (the processes' and their backends')."""
     conninfo = _conninfo()
     connections.close_all()  # forked children must not share the parent's socket
     context = multiprocessing.get_context("fork")
@@ -80,7 +83,9 @@ def throughput(processes: int, *, seconds: float) -> float:
     done = [results.get() for _ in children]
     for child in children:
         child.join()
-    return sum(count for count, _ in done) / max(wall for _, wall in done)
+    episodes = sum(count for count, _, _ in done)
+    spent = sum((cpu for _, _, cpu in done), bench_cpu.NOTHING)
+    return episodes / max(wall for _, wall, _ in done), episodes, spent
 
 
 def _cycle(conninfo: str, seconds: float, results) -> None:
@@ -88,6 +93,7 @@ def _cycle(conninfo: str, seconds: float, results) -> None:
     done = 0
     with psycopg.connect(conninfo, autocommit=True) as conn:
         cursor = conn.cursor()
+        meter = bench_cpu.Meter(conn.info)
         started = time.monotonic()
         while time.monotonic() - started < seconds:
             with conn.transaction():
@@ -110,7 +116,7 @@ def _cycle(conninfo: str, seconds: float, results) -> None:
                 cursor.execute(EPISODE_NEXT, (run_id,))
                 cursor.execute(RELEASE, (run_id, epoch))
             done += 1
-        results.put((done, time.monotonic() - started))
+        results.put((done, time.monotonic() - started, meter.spent()))
 
 
 def _conninfo() -> str:

@@ -26,7 +26,7 @@ def ids() -> dict:
 def test_raw_cycle_runs_each_due_episode_once_in_two_processes():
     bench_cycle.create_schema(runs=200)
 
-    rate = bench_cycle.throughput(2, seconds=0.3)
+    rate, episodes, spent = bench_cycle.throughput(2, seconds=0.3)
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*), count(DISTINCT episode_id) FROM bench_cycle_journal")
@@ -36,6 +36,7 @@ def test_raw_cycle_runs_each_due_episode_once_in_two_processes():
         cursor.execute("DROP TABLE bench_cycle_journal, bench_cycle_episodes, bench_cycle_runs")
     assert rate > 0 and journaled > 0
     assert journaled == distinct  # no episode ran twice
+    assert episodes == journaled and spent.worker > 0
     assert still_due == 20  # each closed episode scheduled the next one: 1 % of 10 per run stays due
 
 
