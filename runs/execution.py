@@ -2,7 +2,7 @@
 
 The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py counts them):
 1. start (runs.episode_loads, `start_next`): one statement takes or keeps the lease, picks the episode, marks it
-   running and reads what it needs (→ ctx.facts), committed without waiting for the disk (episode_loads.CLOCK_SQL);
+   running and reads what it needs (→ ctx.facts);
 2. the agent loop, no transaction: the model, then per new send one fenced statement (the pending journal
    entries and the outbox row, runs.outbox.open_row, which confirms the lease for the provider call that follows:
    runs.tool_executor._confirm_lease) and the provider call;
