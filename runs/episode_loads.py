@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
 
 from connectors.models import Channel
 from runs import clock, json_rows, leases, statements
@@ -36,21 +35,11 @@ CHANNELS = list(Channel.values)
 # The seq that stands for "after every episode" when facts are read outside one (the column is an integer).
 UNBOUNDED_SEQ = 2**31 - 1
 
-# The run's clock and the contacts' addresses, from the run row the statement holds. A start in its own (implicit)
-# transaction commits without waiting for its WAL to reach the disk (`unflushed`: synchronous_commit off until that
-# transaction ends). After a database crash the commits that survive are a prefix of the WAL's order, so a start
-# that is lost is as if it had never been made: the lease and the episode are as they were before it, and the next
-# claim takes them. Nothing leaves Lucia on the strength of an unflushed start: an episode's first send is preceded
-# by a commit of its own that waits (runs.outbox.open_row), which flushes every commit before it; what such a crash
-# costs is the model call made meanwhile, as a worker's crash does. The worker that made the lost start had its
-# connection cut by the crash (its heartbeat marks the lease lost), and were it to write again on another
-# connection under the epoch a later claim hands out again, the fence would stop it: an episode's fenced writes
-# check the lease's owner as well as its epoch (runs.leases.write).
+# The run's clock and the contacts' addresses, from the run row the statement holds.
 CLOCK_SQL = """
 clock AS (
     SELECT CASE WHEN h.sim AND h.virtual_now IS NOT NULL THEN h.virtual_now ELSE %(wall)s END AS now,
-           h.status IN ('active', 'waiting', 'waiting_human') AS open,
-           CASE WHEN %(unflushed)s THEN set_config('synchronous_commit', 'off', true) END AS unflushed
+           h.status IN ('active', 'waiting', 'waiting_human') AS open
       FROM holder h
 ),
 known AS (
@@ -233,14 +222,13 @@ def facts_for(run: Run, episode: Episode | None, *, plan: dict) -> EpisodeFacts:
     """The facts of an episode already running under `plan`, read now (one statement; the contacts' addresses as
     stored). Without an episode (a context outside any, e.g. reviewing an edited draft, runs.approvals) the whole
     run's history counts."""
-    params = {**_params(unflushed=False), "run": run.pk, "episode": episode.pk if episode else None,
+    params = {**_params(), "run": run.pk, "episode": episode.pk if episode else None,
               "seq": episode.seq if episode else UNBOUNDED_SEQ}
     return _facts(statements.fetch_dicts(FACTS_FOR_SQL, params)[0], plan=plan, episode=episode)
 
 
 def _start(sql: str, params: dict) -> Start:
-    # Only in its own transaction: a caller's commits as the caller chose.
-    params.update(_params(unflushed=not connection.in_atomic_block), max_attempts=settings.LUCIA_EPISODE_MAX_ATTEMPTS)
+    params.update(_params(), max_attempts=settings.LUCIA_EPISODE_MAX_ATTEMPTS)
     rows = statements.fetch_dicts(sql, params)
     if not rows:
         return Start(run=None, started=None)
@@ -259,9 +247,9 @@ def _start(sql: str, params: dict) -> Start:
                                           facts=_facts(row, plan=run.plan, episode=episode)))
 
 
-def _params(*, unflushed: bool) -> dict:
+def _params() -> dict:
     return {"wall": clock.wall_now(), "history": HISTORY_ENTRIES, "caps_lookback": CAPS_LOOKBACK,
-            "channels": CHANNELS, "unflushed": unflushed}
+            "channels": CHANNELS}
 
 
 def _has_caps(plan: dict) -> bool:

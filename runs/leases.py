@@ -219,19 +219,12 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
     an UPDATE conditioned on the epoch, which locks the row, extends the lease (the holder is alive: a send that
     follows keeps any successor out until it is done) and writes `rider`'s rows. Nothing is written when the
     epoch moved: raises LeaseLost. Returns the run row as the statement left it; with `known` (a row of the run
-    read earlier, e.g. with the episode's start) its STARTED_FIELDS are copied from there, not read back, and the
-    lease must still have the owner it had there."""
+    read earlier, e.g. with the episode's start) its STARTED_FIELDS are copied from there, not read back."""
     if known is not None and known.pk != run_id:
         raise ValueError(f"a row of run {known.pk} stands for run {run_id}")
     rider, renamed = _renumbered(rider or Rider())
     params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
               "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
-    # The lease as the row read with the episode's start holds it: its owner too, not only its epoch. A start whose
-    # commit a database crash took back (runs.episode_loads.CLOCK_SQL) leaves its epoch to be handed out again.
-    held = "lease_owner IS NOT NULL"
-    if known is not None and known.lease_owner is not None:
-        held = "lease_owner = %(owner)s"
-        params["owner"] = known.lease_owner
     children = f", {_children('fenced')}" if with_children else ""
     columns = plan_cache.columns("fenced", leaving_out=STARTED_FIELDS if known is not None else ())
     extended = "statement_timestamp() + make_interval(secs => %(lease_seconds)s)"
@@ -250,7 +243,7 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
                SET {lease},
                    journal_seq = journal_seq + %(entries)s, tokens_used = tokens_used + %(tokens)s,
                    cost_used = cost_used + %(cost)s, steps_used = steps_used + %(steps)s{rider.run_sets}
-             WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND {held}
+             WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
          RETURNING *
         ){rider.sql}
         SELECT {columns}{children}{rider.returning} FROM fenced
