@@ -229,7 +229,8 @@ def _cpu_figure(processes: int, *, runtime: bench_cpu.Spent, raw: bench_cpu.Spen
                 f"{spent.backend * 1000:.2f} PostgreSQL)")
 
     both = runtime.backend is not None and raw.backend is not None
-    ratio = (raw.worker + raw.backend) / (runtime.worker + runtime.backend) if both else raw.worker / runtime.worker
+    spent = (runtime.worker + runtime.backend) if both else runtime.worker
+    ratio = (((raw.worker + raw.backend) if both else raw.worker) / spent) if spent else None
     return Figure(f"episode CPU, {processes} process(es), runtime vs raw SQL", shown(runtime),
                   f"{shown(raw)} raw", ratio, "reported", None)
 

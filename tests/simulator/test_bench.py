@@ -11,7 +11,7 @@ from django_q.models import OrmQ
 
 from runs import dispatch, queue
 from runs.models import Contact, Episode, Run, Task
-from simulator import bench, bench_burst, bench_cycle, bench_lag, bench_sql
+from simulator import bench, bench_burst, bench_cpu, bench_cycle, bench_lag, bench_sql
 from tests.factories import ContactFactory, EpisodeFactory, OrganizationFactory, RunFactory, TaskFactory, plan_version
 
 pytestmark = pytest.mark.django_db
@@ -122,3 +122,14 @@ def test_a_working_zone_is_a_weekday_afternoon_or_morning_there():
     now = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)  # a Wednesday
     local = now.astimezone(ZoneInfo(bench_burst.working_zone(now)))
     assert local.weekday() < 5 and 10 <= local.hour < 16
+
+
+def test_the_cpu_figure_adds_the_backend_to_the_worker_when_both_sides_have_it():
+    both = bench._cpu_figure(1, runtime=bench_cpu.Spent(worker=0.003, backend=0.002),
+                             raw=bench_cpu.Spent(worker=0.0005, backend=0.0005))
+    remote = bench._cpu_figure(1, runtime=bench_cpu.Spent(worker=0.003, backend=None),
+                               raw=bench_cpu.Spent(worker=0.0006, backend=None))
+
+    assert both.measured == "5.00 ms (3.00 worker + 2.00 PostgreSQL)" and both.ratio == pytest.approx(0.2)
+    assert remote.measured.startswith("3.00 ms (worker;") and remote.ratio == pytest.approx(0.2)
+    assert both.ok is None and remote.ok is None  # reported, never a target
