@@ -36,6 +36,7 @@ from runs import (
     lease_renewals,
     leases,
     model_outages,
+    outbox,
     statements,
 )
 from runs.context import EpisodeContext, EpisodeOutcome
@@ -165,11 +166,14 @@ def retry_or_give_up(run: Run, episode: Episode, *, error: str, backoff: bool = 
 
 
 def give_up(run: Run, episode: Episode, *, error: str) -> None:
-    """Fail the episode for good and ask a human: the run waits for them."""
+    """Fail the episode for good and ask a human: the run waits for them. A send it left in flight is asked
+    about too (runs.outbox.record_abandoned)."""
     episode.fail()
     episode.error = error[:4000]
     episode.finished_at = clock.now(run)
     episode.save(update_fields=["status", "error", "finished_at"])
+    outbox.record_abandoned(run, episode, error=f"episode #{episode.seq} was given up while it was being sent "
+                                                f"({error[:300]})")
     if run.is_open:
         escalations.open_escalation(
             run, kind=EscalationKind.STUCK, episode=episode,

@@ -23,7 +23,7 @@ from django.db.models import Q
 from connectors import addresses
 from runs import clock, compliance, escalations, leases
 from runs.context import EpisodeContext
-from runs.models import Contact, EscalationKind, OutboxMessage, OutboxStatus
+from runs.models import Contact, Episode, EscalationKind, OutboxMessage, OutboxStatus, Run
 
 # What `mark_sent` moves from (runs.models.outbox).
 SENT_FROM = (OutboxStatus.SENDING, OutboxStatus.UNCERTAIN, OutboxStatus.PENDING)
@@ -308,19 +308,36 @@ def record_uncertain(ctx: EpisodeContext, message: OutboxMessage, *, error: str,
     """
     with ctx.fence() as run:
         locked = _locked(message)
-        if locked.status != OutboxStatus.SENDING:
-            return locked
-        locked.mark_uncertain()
-        locked.error = error[:4000]
-        locked.save(update_fields=["status", "error"])
-        escalations.open_escalation(
-            run, kind=EscalationKind.UNCERTAIN_SEND, episode=ctx.episode, outbox_message=locked,
-            prompt=(f"A {locked.channel} message to {locked.recipient} may or may not have been sent: {error}. "
-                    "Check the provider's records and say which."),
-            context={"outbox_message_id": locked.pk, "tool": locked.tool, "payload": locked.payload,
-                     **({"provider_lookup": lookup} if lookup else {})},
-        )
+        if locked.status == OutboxStatus.SENDING:
+            _make_uncertain(run, locked, episode=ctx.episode, error=error, lookup=lookup)
     return locked
+
+
+def record_abandoned(run: Run, episode: Episode, *, error: str) -> list[OutboxMessage]:
+    """The run's sends in flight when `episode` is given up (runs.execution.give_up; `run` is the row its
+    fence locked): `sending` with no lookup scheduled (`not_before` unset: runs.provider_faults holds a row it
+    will look up with one), so the provider may or may not have taken each, and no later attempt of this episode
+    will ask. Each becomes `uncertain` with its own question, as when a lookup cannot answer (`record_uncertain`):
+    whatever the person deciding on the failed episode does, the message's fate is on record."""
+    in_flight = list(OutboxMessage.objects.select_for_update(no_key=True)
+                     .filter(run_id=run.pk, status=OutboxStatus.SENDING, not_before__isnull=True).order_by("pk"))
+    for message in in_flight:
+        _make_uncertain(run, message, episode=episode, error=error)
+    return in_flight
+
+
+def _make_uncertain(run: Run, locked: OutboxMessage, *, episode: Episode, error: str,
+                    lookup: dict | None = None) -> None:
+    locked.mark_uncertain()
+    locked.error = error[:4000]
+    locked.save(update_fields=["status", "error"])
+    escalations.open_escalation(
+        run, kind=EscalationKind.UNCERTAIN_SEND, episode=episode, outbox_message=locked,
+        prompt=(f"A {locked.channel} message to {locked.recipient} may or may not have been sent: {error}. "
+                "Check the provider's records and say which."),
+        context={"outbox_message_id": locked.pk, "tool": locked.tool, "payload": locked.payload,
+                 **({"provider_lookup": lookup} if lookup else {})},
+    )
 
 
 def _locked(message: OutboxMessage) -> OutboxMessage:

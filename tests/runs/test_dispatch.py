@@ -7,7 +7,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from runs import dispatch, queue, tasks
-from runs.models import Episode, EpisodeStatus, Escalation, Run, RunStatus
+from runs.models import Episode, EpisodeStatus, Escalation, OutboxMessage, OutboxStatus, Run, RunStatus
 from tests.factories import EpisodeFactory, RunFactory
 from tests.runs.fakes import queued_run_ids
 
@@ -94,6 +94,34 @@ def test_the_reaper_fails_and_escalates_past_the_attempt_limit(settings):
     assert (escalation.kind, escalation.episode_id) == ("stuck", episode.pk)
     assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING_HUMAN
     assert queued_run_ids() == []
+
+
+def test_an_episode_given_up_mid_send_leaves_its_message_uncertain_with_its_own_question(settings):
+    settings.LUCIA_EPISODE_MAX_ATTEMPTS = 2
+    run = RunFactory()
+    episode = EpisodeFactory(run=run, status=EpisodeStatus.RUNNING, attempts=2, lease_epoch=1)
+    now = timezone.now()
+    in_flight = OutboxMessage.objects.create(  # its worker died after the row went `sending`
+        idem_key="in-flight", run=run, episode=episode, tool="send_sms", channel="sms", recipient="+15550100",
+        payload={"body": "Please send the W-9."}, status=OutboxStatus.SENDING, attempts=2, created_at=now,
+        attempted_at=now)
+    awaiting_lookup = OutboxMessage.objects.create(  # runs.provider_faults looks this one up when it is due
+        idem_key="awaiting-lookup", run=run, episode=episode, tool="send_sms", channel="sms", recipient="+15550100",
+        payload={"body": "Reminder."}, status=OutboxStatus.SENDING, attempts=1, created_at=now, attempted_at=now,
+        not_before=now + timedelta(minutes=5))
+    _lease(run, seconds=-5, epoch=1)
+
+    assert dispatch.reap_expired() == 1
+
+    in_flight.refresh_from_db()
+    awaiting_lookup.refresh_from_db()
+    assert in_flight.status == OutboxStatus.UNCERTAIN and "given up" in in_flight.error
+    assert awaiting_lookup.status == OutboxStatus.SENDING
+    asked = {escalation.kind: escalation for escalation in Escalation.objects.filter(run=run, status="open")}
+    assert set(asked) == {"uncertain_send", "stuck"}
+    assert asked["uncertain_send"].outbox_message_id == in_flight.pk
+    run = Run.objects.get(pk=run.pk)
+    assert (run.status, run.wake_when) == (RunStatus.WAITING_HUMAN, f"human:{asked['stuck'].pk}")
 
 
 def test_the_reaper_leaves_episodes_under_a_live_lease_alone():
