@@ -12,17 +12,18 @@ re-executed (a send adopted from an earlier attempt reads "sent").
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
 import jsonschema
 
-from runs import absences, evidence, outbound, policy, promises
+from runs import absences, evidence, leases, outbound, policy, promises
 from runs.context import EpisodeContext
 from runs.episode_records import escalate, record
 from runs.llm.base import ToolCall
-from runs.models import EscalationKind, JournalKind, Task, TaskStatus
+from runs.models import EscalationKind, JournalKind, TaskStatus
 from runs.tool_session import ToolSession, error
 
 
@@ -183,18 +184,29 @@ def settle_task(ctx: EpisodeContext, spec: dict, *, evidence_ref: str = "",
     if key in ctx.done_keys or any(t.key == key and t.status == TaskStatus.DONE for t in ctx.tasks):
         return None
     if held is None:
-        held = evidence.gather(ctx.run_id, current=ctx.episode, checks=[(spec.get("done_when") or {}).get("type")])
+        held = evidence.gather(ctx.run_id, current=ctx.episode, checks=[(spec.get("done_when") or {}).get("type")],
+                               episodes=ctx.facts.messages, contacts=ctx.contacts)
     result = evidence.check(spec.get("done_when") or {}, evidence=held, task_key=key,
                             contact_role=spec.get("contact_role"))
     if result.passed:
         done = {"check": spec["done_when"]["type"], "matched": result.matched, "source": result.source,
                 "episode_id": ctx.episode.pk, "evidence_ref": evidence_ref}
-        with ctx.fence():
-            Task.objects.filter(run_id=ctx.run_id, key=key, status=TaskStatus.OPEN).update(
-                status=TaskStatus.DONE, done_evidence=done, done_at=ctx.now
-            )
+        # Written by the episode's next fenced write (a send's, or its close, before the decision reads the tasks):
+        # the evidence it rests on is already stored, so an attempt that dies first finds and settles it again.
+        ctx.pending_riders.append(_done_rider(key, evidence=done, at=ctx.now))
         ctx.done_keys.add(key)
     return result
+
+
+def _done_rider(key: str, *, evidence: dict, at: datetime) -> leases.Rider:
+    """The open task `key` of the fenced run marked done, as a rider of a fenced write (runs.leases.Rider)."""
+    name = f"task_done_{leases.tag()}"
+    return leases.Rider(sql=f""",
+{name} AS (
+    UPDATE runs_task SET status = 'done', done_evidence = %({name}_evidence)s::jsonb, done_at = %({name}_at)s
+     WHERE run_id = (SELECT id FROM fenced) AND key = %({name}_key)s AND status = 'open'
+)""", params={f"{name}_evidence": json.dumps(evidence), f"{name}_at": at,  # noqa: S608 (constants; values are parameters)
+              f"{name}_key": key})
 
 
 def open_tasks(ctx: EpisodeContext) -> set[str]:

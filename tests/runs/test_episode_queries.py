@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from connectors import identities
 from runs import compliance, events, worker
 from runs.llm.base import ModelError
-from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, Run
+from runs.models import Episode, EpisodeKind, EpisodeStatus, OutboxMessage, Run, Task, TaskStatus
 from tests.factories import OrganizationFactory
 from tests.runs import loop_helpers, send_helpers
 
@@ -97,6 +97,20 @@ def test_an_inbound_episode_within_the_query_budget(started_run):
     statements = _advance(run)
     assert Episode.objects.get(pk=reply.pk).status == EpisodeStatus.DONE
     assert len(statements) <= MAX_QUERIES[EpisodeKind.INBOUND], "\n".join(statements)
+
+
+@pytest.mark.django_db
+def test_an_inbound_episode_that_settles_a_task_writes_it_with_a_fenced_write_it_makes_anyway(started_run):
+    _advance(started_run)
+    reply = loop_helpers.inbound(Run.objects.get(pk=started_run.pk), "Signed W-9 attached.", files=[loop_helpers.PDF])
+
+    statements = _advance(started_run)
+
+    assert Episode.objects.get(pk=reply.pk).status == EpisodeStatus.DONE
+    assert Task.objects.get(run=started_run, key="collect_w9").status == TaskStatus.DONE
+    # No statement (nor transaction) of its own: the task rides on a fenced write of the episode.
+    assert not [sql for sql in statements if sql.lstrip().upper().startswith('UPDATE "RUNS_TASK"')]
+    assert any("task_done_rider" in sql for sql in statements)
 
 
 # A model outage: the start statement, then one autocommitted fenced statement that journals the postponement,
