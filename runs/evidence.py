@@ -197,8 +197,10 @@ def gather(run_id: int, *, current: Episode | None = None, checks: Iterable[str]
             rows = list(Episode.objects.filter(run_id=run_id, kind__in=list(_MESSAGE_KINDS), status__in=settled)
                         .order_by("seq").values_list("pk", "kind", "payload"))
         else:
+            # The current episode in its place by seq: the facts were read as it started (still `queued` there).
             rows = [(e["id"], e["kind"], e["payload"]) for e in episodes
-                    if e["kind"] in _MESSAGE_KINDS and e["status"] in settled]
+                    if e["kind"] in _MESSAGE_KINDS
+                    and (e["status"] in settled or (current is not None and e["id"] == current.pk))]
         if current is not None and current.kind in _MESSAGE_KINDS and all(pk != current.pk for pk, _, _ in rows):
             rows.append((current.pk, current.kind, current.payload))
         if contacts is None:

@@ -172,9 +172,9 @@ def give_up(run: Run, episode: Episode, *, error: str) -> None:
     episode.error = error[:4000]
     episode.finished_at = clock.now(run)
     episode.save(update_fields=["status", "error", "finished_at"])
-    outbox.record_abandoned(run, episode, error=f"episode #{episode.seq} was given up while it was being sent "
-                                                f"({error[:300]})")
     if run.is_open:
+        outbox.record_abandoned(run, episode, error=f"episode #{episode.seq}, which was sending it, was given up "
+                                                    f"({error[:300]})")
         escalations.open_escalation(
             run, kind=EscalationKind.STUCK, episode=episode,
             prompt=f"Episode #{episode.seq} ({episode.kind}) failed after {episode.attempts} attempts: {error[:500]}",

@@ -15,15 +15,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
 from connectors import addresses
 from runs import clock, compliance, escalations, leases
 from runs.context import EpisodeContext
-from runs.models import Contact, Episode, EscalationKind, OutboxMessage, OutboxStatus, Run
+from runs.models import Contact, Episode, EpisodeStatus, EscalationKind, OutboxMessage, OutboxStatus, Run
 
 # What `mark_sent` moves from (runs.models.outbox).
 SENT_FROM = (OutboxStatus.SENDING, OutboxStatus.UNCERTAIN, OutboxStatus.PENDING)
@@ -314,19 +315,30 @@ def record_uncertain(ctx: EpisodeContext, message: OutboxMessage, *, error: str,
 
 
 def record_abandoned(run: Run, episode: Episode, *, error: str) -> list[OutboxMessage]:
-    """The run's sends in flight when `episode` is given up (runs.execution.give_up; `run` is the row its
-    fence locked): `sending` with no lookup scheduled (`not_before` unset: runs.provider_faults holds a row it
-    will look up with one), so the provider may or may not have taken each, and no later attempt of this episode
-    will ask. Each becomes `uncertain` with its own question, as when a lookup cannot answer (`record_uncertain`):
-    whatever the person deciding on the failed episode does, the message's fate is on record."""
-    in_flight = list(OutboxMessage.objects.select_for_update(no_key=True)
-                     .filter(run_id=run.pk, status=OutboxStatus.SENDING, not_before__isnull=True).order_by("pk"))
-    for message in in_flight:
-        _make_uncertain(run, message, episode=episode, error=error)
-    return in_flight
+    """The run's sends that nobody will settle once `episode` is given up (runs.execution.give_up; `run` is the
+    open run its fence locked): rows `sending` whose lookup is not ahead (`not_before` unset: in flight; or past:
+    its lookup was this episode's to make; runs.provider_faults holds a row it will look up later with a
+    `not_before` ahead, and a flush episode is queued for then), except a row whose own episode is still to run
+    (it finds its row by key and looks it up). The provider may or may not have taken each: each becomes
+    `uncertain` with its own question, as when a lookup cannot answer (`record_uncertain`), which says when the
+    provider's records can be trusted (its settle window from the last attempt), so that whatever the person
+    deciding on the failed episode does, the message's fate is on record."""
+    still_to_run = Episode.objects.filter(run_id=run.pk, status__in=[EpisodeStatus.QUEUED, EpisodeStatus.RUNNING])
+    abandoned = list(OutboxMessage.objects.select_for_update(no_key=True)
+                     .filter(Q(not_before__isnull=True) | Q(not_before__lte=clock.now(run)),
+                             run_id=run.pk, status=OutboxStatus.SENDING)
+                     .exclude(episode_id__in=still_to_run.values("pk")).order_by("pk"))
+    for message in abandoned:
+        attempted = message.attempted_at or message.created_at
+        trusted = attempted + timedelta(seconds=settings.LUCIA_SEND_SETTLE_SECONDS)
+        _make_uncertain(run, message, episode=episode,
+                        error=f"{error}; last attempted {attempted:%Y-%m-%d %H:%M:%S} UTC, so the provider's records "
+                              f"show it from {trusted:%H:%M:%S} UTC at the latest",
+                        extra={"attempted_at": attempted.isoformat(), "records_trusted_from": trusted.isoformat()})
+    return abandoned
 
 
-def _make_uncertain(run: Run, locked: OutboxMessage, *, episode: Episode, error: str,
+def _make_uncertain(run: Run, locked: OutboxMessage, *, episode: Episode, error: str, extra: dict | None = None,
                     lookup: dict | None = None) -> None:
     locked.mark_uncertain()
     locked.error = error[:4000]
@@ -335,7 +347,7 @@ def _make_uncertain(run: Run, locked: OutboxMessage, *, episode: Episode, error:
         run, kind=EscalationKind.UNCERTAIN_SEND, episode=episode, outbox_message=locked,
         prompt=(f"A {locked.channel} message to {locked.recipient} may or may not have been sent: {error}. "
                 "Check the provider's records and say which."),
-        context={"outbox_message_id": locked.pk, "tool": locked.tool, "payload": locked.payload,
+        context={"outbox_message_id": locked.pk, "tool": locked.tool, "payload": locked.payload, **(extra or {}),
                  **({"provider_lookup": lookup} if lookup else {})},
     )
 

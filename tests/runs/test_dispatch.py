@@ -99,29 +99,34 @@ def test_the_reaper_fails_and_escalates_past_the_attempt_limit(settings):
 def test_an_episode_given_up_mid_send_leaves_its_message_uncertain_with_its_own_question(settings):
     settings.LUCIA_EPISODE_MAX_ATTEMPTS = 2
     run = RunFactory()
-    episode = EpisodeFactory(run=run, status=EpisodeStatus.RUNNING, attempts=2, lease_epoch=1)
+    episode = EpisodeFactory(run=run, seq=2, status=EpisodeStatus.RUNNING, attempts=2, lease_epoch=1)
+    requeued = EpisodeFactory(run=run, seq=1, status=EpisodeStatus.QUEUED, attempts=1)
     now = timezone.now()
-    in_flight = OutboxMessage.objects.create(  # its worker died after the row went `sending`
-        idem_key="in-flight", run=run, episode=episode, tool="send_sms", channel="sms", recipient="+15550100",
-        payload={"body": "Please send the W-9."}, status=OutboxStatus.SENDING, attempts=2, created_at=now,
-        attempted_at=now)
-    awaiting_lookup = OutboxMessage.objects.create(  # runs.provider_faults looks this one up when it is due
-        idem_key="awaiting-lookup", run=run, episode=episode, tool="send_sms", channel="sms", recipient="+15550100",
-        payload={"body": "Reminder."}, status=OutboxStatus.SENDING, attempts=1, created_at=now, attempted_at=now,
-        not_before=now + timedelta(minutes=5))
+
+    def sending(key: str, *, of=episode, not_before=None) -> OutboxMessage:
+        return OutboxMessage.objects.create(
+            idem_key=key, run=run, episode=of, tool="send_sms", channel="sms", recipient="+15550100",
+            payload={"body": key}, status=OutboxStatus.SENDING, attempts=1, created_at=now, attempted_at=now,
+            not_before=not_before)
+
+    in_flight = sending("in-flight")  # its worker died after the row went `sending`
+    lookup_missed = sending("lookup-missed", not_before=now - timedelta(minutes=1))  # this episode was to look it up
+    sending("lookup-ahead", not_before=now + timedelta(minutes=5))  # a flush episode looks it up then
+    sending("its-own", of=requeued)  # its episode, requeued, finds it by key and looks it up
     _lease(run, seconds=-5, epoch=1)
 
     assert dispatch.reap_expired() == 1
 
-    in_flight.refresh_from_db()
-    awaiting_lookup.refresh_from_db()
-    assert in_flight.status == OutboxStatus.UNCERTAIN and "given up" in in_flight.error
-    assert awaiting_lookup.status == OutboxStatus.SENDING
-    asked = {escalation.kind: escalation for escalation in Escalation.objects.filter(run=run, status="open")}
-    assert set(asked) == {"uncertain_send", "stuck"}
-    assert asked["uncertain_send"].outbox_message_id == in_flight.pk
+    status = dict(OutboxMessage.objects.filter(run=run).values_list("idem_key", "status"))
+    assert status == {"in-flight": "uncertain", "lookup-missed": "uncertain", "lookup-ahead": "sending",
+                      "its-own": "sending"}
+    asked = Escalation.objects.filter(run=run, status="open")
+    assert sorted(asked.values_list("kind", flat=True)) == ["stuck", "uncertain_send", "uncertain_send"]
+    question = asked.get(outbox_message=in_flight)
+    assert "given up" in question.prompt and question.context["attempted_at"] == now.isoformat()
+    assert asked.filter(outbox_message=lookup_missed).exists()
     run = Run.objects.get(pk=run.pk)
-    assert (run.status, run.wake_when) == (RunStatus.WAITING_HUMAN, f"human:{asked['stuck'].pk}")
+    assert (run.status, run.wake_when) == (RunStatus.WAITING_HUMAN, f"human:{asked.get(kind='stuck').pk}")
 
 
 def test_the_reaper_leaves_episodes_under_a_live_lease_alone():

@@ -262,3 +262,18 @@ def test_gather_reads_the_sniffed_type_not_the_declared_one():
     assert message["attachments"][0]["content_type"] == "image/png"
     result = evidence.check(W9, evidence={"messages": [message], "human": []}, contact_role="vendor")
     assert not result.passed and "image/png" in result.reason
+
+
+@pytest.mark.django_db
+def test_evidence_from_the_episode_s_facts_keeps_the_current_message_in_its_place():
+    run = h.make_run()
+    current = h.inbound(run, "First reply, being read now.")
+    later = h.inbound(run, "A second reply, already read.")
+    Episode.objects.filter(pk=later.pk).update(status=EpisodeStatus.DONE)
+    # As the episode's start read them: the current one was still queued then.
+    facts = [{"id": e.pk, "seq": e.seq, "kind": e.kind, "status": "queued" if e.pk == current.pk else "done",
+              "payload": e.payload} for e in (current, later)]
+
+    from_facts = evidence.gather(run.pk, current=current, episodes=facts, contacts=list(run.contacts.all()))
+
+    assert [m["source"] for m in from_facts["messages"]] == [f"episode:{current.pk}", f"episode:{later.pk}"]
