@@ -183,21 +183,22 @@ def _review_edit(run: Run, escalation: Escalation, message: OutboxMessage, *, pa
     if not settings.LUCIA_GUARDRAIL_MODEL or escalation.episode is None:
         return guardrails.review_rules(_review_context(run, escalation, epoch=run.lease_epoch),
                                        channel=message.channel, payload=payload)
-    epoch = leases.claim(run.pk, owner=f"approval:{escalation.pk}")
+    owner = f"approval:{escalation.pk}"
+    epoch = leases.claim(run.pk, owner=owner)
     if epoch is None:
         raise EditRefused("the run is busy right now; submit the edit again in a moment")
     try:
-        return guardrails.review(_review_context(run, escalation, epoch=epoch), tool=message.tool,
+        return guardrails.review(_review_context(run, escalation, epoch=epoch, owner=owner), tool=message.tool,
                                  channel=message.channel, recipient=message.recipient, payload=payload)
     except ModelError as error:
         raise EditRefused(f"the guardrail could not review the edit now ({error}); submit it again") from None
     finally:
-        leases.release(run.pk, epoch=epoch)
+        leases.release(run.pk, epoch=epoch, owner=owner)
 
 
-def _review_context(run: Run, escalation: Escalation, *, epoch: int) -> EpisodeContext:
+def _review_context(run: Run, escalation: Escalation, *, epoch: int, owner: str | None = None) -> EpisodeContext:
     """A context for the guardrail: what the run trusts, as its episodes see it (the draft's episode)."""
-    return EpisodeContext(run_id=run.pk, epoch=epoch, episode=escalation.episode, run=run, plan=run.plan,
+    return EpisodeContext(run_id=run.pk, epoch=epoch, owner=owner, episode=escalation.episode, run=run, plan=run.plan,
                           contacts=list(run.contacts.all()), tasks=list(run.tasks.all()), now=clock.now(run))
 
 

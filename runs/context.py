@@ -53,6 +53,8 @@ class EpisodeContext:
     # time.monotonic() when this episode's last fenced write that succeeded was sent: that write extended the lease
     # to LUCIA_LEASE_SECONDS from then at least (runs.tool_executor._confirm_lease); None before the first.
     fenced_at: float | None = None
+    # Who holds the lease of `epoch` (runs.leases: both are checked); None accepts any holder (tests, tools).
+    owner: str | None = None
 
     @property
     def facts(self) -> EpisodeFacts:
@@ -100,7 +102,7 @@ class EpisodeContext:
     def _write(self, taken: tuple[list[journal.Entry], list[leases.Rider]], rider: leases.Rider | None) -> Run:
         combined = leases.joined([journal.rider(taken[0]), *taken[1], *((rider,) if rider is not None else ())])
         sent = time.monotonic()
-        run = leases.write(self.run_id, epoch=self.epoch, rider=combined, known=self.run)
+        run = leases.write(self.run_id, epoch=self.epoch, owner=self.owner, rider=combined, known=self.run)
         self.fenced_at = sent
         if Run.organization.is_cached(self.run):
             run.organization = self.run.organization

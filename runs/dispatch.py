@@ -157,16 +157,16 @@ def _reap(run_id: int, *, owner: str) -> int:
     if epoch is None:
         return 0  # a worker took it meanwhile; it resumes the episode itself
     try:
-        return _reap_run(run_id, epoch=epoch)
+        return _reap_run(run_id, epoch=epoch, owner=owner)
     except leases.LeaseLost:
         logger.warning("run %s: reaper lost the lease", run_id)
         return 0
     finally:
-        leases.release(run_id, epoch=epoch)
+        leases.release(run_id, epoch=epoch, owner=owner)
 
 
-def _reap_run(run_id: int, *, epoch: int) -> int:
-    with leases.fence(run_id, epoch=epoch) as run:
+def _reap_run(run_id: int, *, epoch: int, owner: str) -> int:
+    with leases.fence(run_id, epoch=epoch, owner=owner) as run:
         episodes = list(Episode.objects.filter(run_id=run_id, status=EpisodeStatus.RUNNING).order_by("seq"))
         if not run.is_open:
             # Cancelled or ended while a worker ran it: the episode ends with the run, nothing is queued.

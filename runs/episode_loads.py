@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 
 from connectors.models import Channel
 from runs import clock, json_rows, leases, statements
@@ -35,11 +36,23 @@ CHANNELS = list(Channel.values)
 # The seq that stands for "after every episode" when facts are read outside one (the column is an integer).
 UNBOUNDED_SEQ = 2**31 - 1
 
-# The run's clock and the contacts' addresses, from the run row the statement holds.
+# The run's clock and the contacts' addresses, from the run row the statement holds. A start in its own (implicit)
+# transaction commits without waiting for its WAL to reach the disk (`unflushed`: synchronous_commit off until that
+# transaction ends). After a database crash the commits that survive are a prefix of the WAL's order, so a start
+# that is lost is as if it had never been made: the lease and the episode are as they were before it, and the next
+# claim takes them. Nothing leaves Lucia on the strength of an unflushed start: an episode's first send is preceded
+# by a commit of its own that waits (runs.outbox.open_row), which flushes every commit before it; what such a crash
+# costs is the model call made meanwhile, as a worker's crash does. The crash cuts the connection of the worker that
+# made the lost start; one that carries on anyway (behind a pooler that kept its client connection) writes, renews,
+# holds and releases nothing: every lease statement checks the owner as well as the epoch (runs.leases.HELD_BY), and
+# the epoch a later claim hands out again is that claim's owner's. What is given up: an episode that crashes the
+# server itself within the WAL writer's delay of its start does not count that attempt (LUCIA_EPISODE_MAX_ATTEMPTS
+# counts what stops workers; their starts are on disk by the time a reaper looks).
 CLOCK_SQL = """
 clock AS (
     SELECT CASE WHEN h.sim AND h.virtual_now IS NOT NULL THEN h.virtual_now ELSE %(wall)s END AS now,
-           h.status IN ('active', 'waiting', 'waiting_human') AS open
+           h.status IN ('active', 'waiting', 'waiting_human') AS open,
+           CASE WHEN %(unflushed)s THEN set_config('synchronous_commit', 'off', true) END AS unflushed
       FROM holder h
 ),
 known AS (
@@ -209,26 +222,28 @@ def claim_and_start(run_id: int, *, owner: str) -> Start:
     """
     start = _start(CLAIM_START_SQL, leases.claim_params(run_id, owner=owner))
     if start.run is not None and start.started is None:
-        return hold_and_start(run_id, epoch=start.run.lease_epoch)
+        return hold_and_start(run_id, epoch=start.run.lease_epoch, owner=owner)
     return start
 
 
-def hold_and_start(run_id: int, *, epoch: int) -> Start:
-    """Start the run's next due episode under the lease the worker holds (`epoch`), in one statement."""
-    return _start(HOLD_START_SQL, leases.hold_params(run_id, epoch=epoch))
+def hold_and_start(run_id: int, *, epoch: int, owner: str | None) -> Start:
+    """Start the run's next due episode under the lease the worker holds (`epoch`, `owner`), in one statement."""
+    return _start(HOLD_START_SQL, leases.hold_params(run_id, epoch=epoch, owner=owner))
 
 
 def facts_for(run: Run, episode: Episode | None, *, plan: dict) -> EpisodeFacts:
     """The facts of an episode already running under `plan`, read now (one statement; the contacts' addresses as
     stored). Without an episode (a context outside any, e.g. reviewing an edited draft, runs.approvals) the whole
     run's history counts."""
-    params = {**_params(), "run": run.pk, "episode": episode.pk if episode else None,
+    params = {**_params(unflushed=False), "run": run.pk, "episode": episode.pk if episode else None,
               "seq": episode.seq if episode else UNBOUNDED_SEQ}
     return _facts(statements.fetch_dicts(FACTS_FOR_SQL, params)[0], plan=plan, episode=episode)
 
 
 def _start(sql: str, params: dict) -> Start:
-    params.update(_params(), max_attempts=settings.LUCIA_EPISODE_MAX_ATTEMPTS)
+    # Only in its own transaction: a caller's commits as the caller chose.
+    params.update(_params(unflushed=not (connection.in_atomic_block or not connection.get_autocommit())),
+                  max_attempts=settings.LUCIA_EPISODE_MAX_ATTEMPTS)
     rows = statements.fetch_dicts(sql, params)
     if not rows:
         return Start(run=None, started=None)
@@ -247,9 +262,9 @@ def _start(sql: str, params: dict) -> Start:
                                           facts=_facts(row, plan=run.plan, episode=episode)))
 
 
-def _params() -> dict:
+def _params(*, unflushed: bool) -> dict:
     return {"wall": clock.wall_now(), "history": HISTORY_ENTRIES, "caps_lookback": CAPS_LOOKBACK,
-            "channels": CHANNELS}
+            "channels": CHANNELS, "unflushed": unflushed}
 
 
 def _has_caps(plan: dict) -> bool:

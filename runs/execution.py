@@ -2,7 +2,7 @@
 
 The episode's round trips (DESIGN §10; tests/runs/test_episode_queries.py counts them):
 1. start (runs.episode_loads, `start_next`): one statement takes or keeps the lease, picks the episode, marks it
-   running and reads what it needs (→ ctx.facts);
+   running and reads what it needs (→ ctx.facts), committed without waiting for the disk (episode_loads.CLOCK_SQL);
 2. the agent loop, no transaction: the model, then per new send one fenced statement (the pending journal
    entries and the outbox row, runs.outbox.open_row, which confirms the lease for the provider call that follows:
    runs.tool_executor._confirm_lease) and the provider call;
@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 RETRY_BACKOFF = timedelta(seconds=60)
 
 
-def start_next(start: episode_loads.Start, *, epoch: int) -> episode_loads.Started | None:
+def start_next(start: episode_loads.Start, *, epoch: int, owner: str | None = None) -> episode_loads.Started | None:
     """The episode a start statement (runs.episode_loads) started; None when nothing is due.
 
     An episode that cannot run is settled on the way, under the fence: dropped when the run has ended, failed
@@ -61,19 +61,19 @@ def start_next(start: episode_loads.Start, *, epoch: int) -> episode_loads.Start
         # it): nothing to settle, look again.
         if blocked.status == EpisodeStatus.RUNNING or (blocked.status == EpisodeStatus.QUEUED
                                                        and not start.run.is_open):
-            with leases.fence(run_id, epoch=epoch, with_children=True) as run:
+            with leases.fence(run_id, epoch=epoch, owner=owner, with_children=True) as run:
                 if not run.is_open:
                     _drop(run, blocked)
                     return None
                 give_up(run, blocked, error=blocked.error or "the worker running it stopped (lease lost or crashed)")
-        start = episode_loads.hold_and_start(run_id, epoch=epoch)
+        start = episode_loads.hold_and_start(run_id, epoch=epoch, owner=owner)
         if start.run is None:
             raise leases.LeaseLost(f"run {run_id}: the lease moved on from epoch {epoch}")
     return start.started
 
 
-def execute(started: episode_loads.Started, *, epoch: int,
-            heartbeat: lease_renewals.Heartbeat | None) -> tuple[Run, bool]:
+def execute(started: episode_loads.Started, *, epoch: int, heartbeat: lease_renewals.Heartbeat | None,
+            owner: str | None = None) -> tuple[Run, bool]:
     """Run a started episode to its end. Returns the run row as the episode's last fenced write left it (the
     worker reads its status from there), and whether that write released the lease (nothing else was due).
 
@@ -83,7 +83,7 @@ def execute(started: episode_loads.Started, *, epoch: int,
     run, episode = started.run, started.episode
     ctx = EpisodeContext(
         run_id=run.pk, epoch=epoch, episode=episode, run=run, plan=run.plan, contacts=started.contacts,
-        tasks=started.tasks, now=clock.now(run), heartbeat=heartbeat, loaded_facts=started.facts,
+        tasks=started.tasks, now=clock.now(run), heartbeat=heartbeat, loaded_facts=started.facts, owner=owner,
     )
     try:
         outcome = run_loop(ctx)
@@ -202,10 +202,11 @@ def _drop(run: Run, episode: Episode) -> None:
 # A quiet close (`unflushed`: see `_quiet`) in the fence's own transaction commits without waiting for its WAL to
 # reach the disk (synchronous_commit off until the transaction ends). After a database crash the commits that
 # survive are a prefix of the WAL's order, so such a close is lost as if the worker had died just before it: the
-# episode is still running under this epoch (the claim, whose commit waited, set it), the reaper resumes it and it
-# finds its sends by key (a send's row `sending`). Nothing leaves Lucia on the strength of an unflushed close: every
-# send is preceded by a commit of its own that waits, which flushes every commit before it. Readers (the API, the
-# Studio) may see a quiet close that a crash then takes back, as they may see an episode a worker's crash repeats.
+# episode is still running under this epoch and the reaper resumes it, or, when the start that took it was lost too
+# (episode_loads.CLOCK_SQL), it is queued as before and the next claim takes it; it finds its sends by key (a send's
+# row `sending`). Nothing leaves Lucia on the strength of an unflushed close: every send is preceded by a commit of
+# its own that waits, which flushes every commit before it. Readers (the API, the Studio) may see a quiet close that
+# a crash then takes back, as they may see an episode a worker's crash repeats.
 CLOSE_SQL = f"""
 WITH {events.CLOSING_EPISODES_SQL}
 UPDATE runs_run

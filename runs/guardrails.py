@@ -223,8 +223,8 @@ def _ask_model(ctx: EpisodeContext, *, tool: str, channel: str, recipient: str, 
     )
     provider = providers.provider_for({"model": {"provider": "openai"}})
     # Occurrence 1: the same message judged twice in one episode gets the same (replayed) verdict.
-    reply = journaled.call_model(run_id=ctx.run_id, epoch=ctx.epoch, episode_id=ctx.episode.pk, provider=provider,
-                                 request=request, at=ctx.now, occurrence=1, heartbeat=ctx.heartbeat)
+    reply = journaled.call_model(run_id=ctx.run_id, epoch=ctx.epoch, owner=ctx.owner, episode_id=ctx.episode.pk,
+                                 provider=provider, request=request, at=ctx.now, occurrence=1, heartbeat=ctx.heartbeat)
     return _verdict(reply.content or "", model=reply.model_name or model)
 
 

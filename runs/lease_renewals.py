@@ -33,9 +33,10 @@ class Heartbeat:
     renewal, pays for no thread of its own.
     """
 
-    def __init__(self, run_id: int, *, epoch: int, interval: float | None = None) -> None:
+    def __init__(self, run_id: int, *, epoch: int, owner: str | None = None, interval: float | None = None) -> None:
         self.run_id = run_id
         self.epoch = epoch
+        self.owner = owner
         self.interval = interval if interval is not None else settings.LUCIA_HEARTBEAT_SECONDS
         self.lost = threading.Event()
         self.due = 0.0  # time.monotonic() of the next renewal; the beater's, under its lock
@@ -61,7 +62,7 @@ class Heartbeat:
         self.retry_soon = False
         try:
             _bound_lock_waits()
-            if leases.renew(self.run_id, epoch=self.epoch):
+            if leases.renew(self.run_id, epoch=self.epoch, owner=self.owner):
                 return True
             logger.warning("run %s: lease epoch %s lost", self.run_id, self.epoch)
         except OperationalError as error:

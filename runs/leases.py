@@ -46,39 +46,46 @@ def claim(run_id: int, *, owner: str) -> int | None:
     return row[0] if row else None
 
 
-def renew(run_id: int, *, epoch: int) -> bool:
+# A lease is its epoch and its owner, both checked: an epoch alone can be handed out twice, when a database crash
+# takes back the start that took it (runs.episode_loads.CLOCK_SQL). `owner` None (tests, tools outside a worker)
+# accepts any holder: `lease_owner = lease_owner` is true for every held lease and NULL (false) for a free one.
+HELD_BY = "lease_owner = coalesce({owner}, lease_owner)"
+
+
+def renew(run_id: int, *, epoch: int, owner: str | None = None) -> bool:
     """Extend the lease; False means it was lost and the holder must stop. One statement, no transaction."""
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             UPDATE runs_run SET lease_expires_at = statement_timestamp() + make_interval(secs => %s)
-             WHERE id = %s AND lease_epoch = %s AND lease_owner IS NOT NULL
-            """,
-            [settings.LUCIA_LEASE_SECONDS, run_id, epoch],
+             WHERE id = %s AND lease_epoch = %s AND {HELD_BY.format(owner="%s")}
+            """,  # noqa: S608 (constants; every value is a parameter)
+            [settings.LUCIA_LEASE_SECONDS, run_id, epoch, owner],
         )
         return cursor.rowcount == 1
 
 
-def holds(run_id: int, *, epoch: int, seconds_left: float) -> bool:
+def holds(run_id: int, *, epoch: int, seconds_left: float, owner: str | None = None) -> bool:
     """Whether the lease is still ours with at least `seconds_left` to run: a read, no write (and so no commit
     to wait for). False says nothing about who holds it: renew to find out."""
     with connection.cursor() as cursor:
         cursor.execute(
-            """
+            f"""
             SELECT 1 FROM runs_run
-             WHERE id = %s AND lease_epoch = %s AND lease_owner IS NOT NULL
+             WHERE id = %s AND lease_epoch = %s AND {HELD_BY.format(owner="%s")}
                AND lease_expires_at > statement_timestamp() + make_interval(secs => %s)
-            """,
-            [run_id, epoch, seconds_left],
+            """,  # noqa: S608 (constants; every value is a parameter)
+            [run_id, epoch, owner, seconds_left],
         )
         return cursor.fetchone() is not None
 
 
-def release(run_id: int, *, epoch: int) -> None:
+def release(run_id: int, *, epoch: int, owner: str | None = None) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE runs_run SET lease_owner = NULL, lease_expires_at = NULL WHERE id = %s AND lease_epoch = %s",
-            [run_id, epoch],
+            "UPDATE runs_run SET lease_owner = NULL, lease_expires_at = NULL"  # noqa: S608 (constants)
+            f" WHERE id = %s AND lease_epoch = %s AND {HELD_BY.format(owner='%s')}",
+            [run_id, epoch, owner],
         )
 
 
@@ -168,16 +175,16 @@ CLAIM_SQL = """
 HOLD_SQL = """
     UPDATE runs_run
        SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s)__ALSO__
-     WHERE id = %(run)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
- RETURNING *"""
+     WHERE id = %(run)s AND lease_epoch = %(epoch)s AND __HELD_BY__
+ RETURNING *""".replace("__HELD_BY__", HELD_BY.format(owner="%(owner)s"))
 
 
 def claim_params(run_id: int, *, owner: str) -> dict:
     return {"owner": owner, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
 
 
-def hold_params(run_id: int, *, epoch: int) -> dict:
-    return {"epoch": epoch, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
+def hold_params(run_id: int, *, epoch: int, owner: str | None = None) -> dict:
+    return {"epoch": epoch, "owner": owner, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run": run_id}
 
 
 def holder_columns(run: str) -> str:
@@ -195,7 +202,8 @@ def holder_row(row: dict) -> Run:
 
 
 @contextlib.contextmanager
-def fence(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False) -> Iterator[Run]:
+def fence(run_id: int, *, epoch: int, owner: str | None = None, rider: Rider | None = None,
+          with_children: bool = False) -> Iterator[Run]:
     """A transaction in which the run row is locked and still ours; raises LeaseLost otherwise.
 
     Its first statement is an UPDATE conditioned on the epoch (`write`), which locks the row, extends the lease
@@ -203,7 +211,7 @@ def fence(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
     ends. `with_children`: the organization and the contacts come along (`run.organization`, `run.contact_rows`).
     """
     with transaction.atomic():
-        yield write(run_id, epoch=epoch, rider=rider, with_children=with_children)
+        yield write(run_id, epoch=epoch, owner=owner, rider=rider, with_children=with_children)
 
 
 # The run's fields that no episode changes once it has started (runs.starts writes them; a data migration may
@@ -213,8 +221,8 @@ STARTED_FIELDS = ("organization", "version", "sim", "external_ref", "goal", "inp
                   "cost_budget", "created_at")
 
 
-def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children: bool = False,
-          known: Run | None = None) -> Run:
+def write(run_id: int, *, epoch: int, owner: str | None = None, rider: Rider | None = None,
+          with_children: bool = False, known: Run | None = None) -> Run:
     """A fenced write in one statement, atomic by itself (no transaction around it unless the caller's):
     an UPDATE conditioned on the epoch, which locks the row, extends the lease (the holder is alive: a send that
     follows keeps any successor out until it is done) and writes `rider`'s rows. Nothing is written when the
@@ -224,7 +232,8 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
         raise ValueError(f"a row of run {known.pk} stands for run {run_id}")
     rider, renamed = _renumbered(rider or Rider())
     params = {**rider.params, "lease_seconds": settings.LUCIA_LEASE_SECONDS, "run_id": run_id, "epoch": epoch,
-              "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps}
+              "entries": rider.journal_entries, "tokens": rider.tokens, "cost": rider.cost, "steps": rider.steps,
+              "owner": owner}
     children = f", {_children('fenced')}" if with_children else ""
     columns = plan_cache.columns("fenced", leaving_out=STARTED_FIELDS if known is not None else ())
     extended = "statement_timestamp() + make_interval(secs => %(lease_seconds)s)"
@@ -243,7 +252,7 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
                SET {lease},
                    journal_seq = journal_seq + %(entries)s, tokens_used = tokens_used + %(tokens)s,
                    cost_used = cost_used + %(cost)s, steps_used = steps_used + %(steps)s{rider.run_sets}
-             WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND lease_owner IS NOT NULL
+             WHERE id = %(run_id)s AND lease_epoch = %(epoch)s AND {HELD_BY.format(owner="%(owner)s")}
          RETURNING *
         ){rider.sql}
         SELECT {columns}{children}{rider.returning} FROM fenced
@@ -251,8 +260,8 @@ def write(run_id: int, *, epoch: int, rider: Rider | None = None, with_children:
         params,
     )
     if not rows:
-        current = Run.objects.filter(pk=run_id).values_list("lease_epoch", flat=True).first()
-        raise LeaseLost(f"run {run_id}: lease epoch is {current}, this worker holds {epoch}")
+        current = Run.objects.filter(pk=run_id).values_list("lease_epoch", "lease_owner").first()
+        raise LeaseLost(f"run {run_id}: the lease is (epoch, owner) {current}, this worker holds {(epoch, owner)}")
     if known is not None:
         for name in _STARTED_ATTNAMES:
             setattr(rows[0], name, getattr(known, name))

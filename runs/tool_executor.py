@@ -314,9 +314,9 @@ def _confirm_lease(ctx: EpisodeContext) -> None:
     # than any provider request takes), or renewed as the heartbeat would.
     if ctx.fenced_at is not None and time.monotonic() - ctx.fenced_at < FENCE_CONFIRMS_S:
         return
-    if leases.holds(ctx.run_id, epoch=ctx.epoch, seconds_left=settings.LUCIA_LEASE_SECONDS / 2):
+    if leases.holds(ctx.run_id, epoch=ctx.epoch, owner=ctx.owner, seconds_left=settings.LUCIA_LEASE_SECONDS / 2):
         return
-    if not leases.renew(ctx.run_id, epoch=ctx.epoch):
+    if not leases.renew(ctx.run_id, epoch=ctx.epoch, owner=ctx.owner):
         raise leases.LeaseLost(f"run {ctx.run_id}: lease of epoch {ctx.epoch} lost before the provider call")
 
 

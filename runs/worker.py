@@ -34,9 +34,9 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
     epoch = run.lease_epoch
     ran, released = 0, False
     try:
-        started = execution.start_next(start, epoch=epoch)
-        with _heartbeat(run, epoch=epoch, interval=heartbeat_interval) as heartbeat:
-            ran, released = _drain(run_id, started, epoch=epoch, heartbeat=heartbeat)
+        started = execution.start_next(start, epoch=epoch, owner=owner)
+        with _heartbeat(run, epoch=epoch, owner=owner, interval=heartbeat_interval) as heartbeat:
+            ran, released = _drain(run_id, started, epoch=epoch, owner=owner, heartbeat=heartbeat)
     except leases.LeaseLost as lost:
         # Another worker owns the run now; it resumes whatever this one left running.
         logger.warning("run %s: stopped, %s", run_id, lost)
@@ -44,7 +44,7 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
     finally:
         if not released:
             # Conditioned on the epoch: never frees a lease someone else took.
-            leases.release(run_id, epoch=epoch)
+            leases.release(run_id, epoch=epoch, owner=owner)
     if not released and not run.sim:  # the simulator, not the queue, drives simulated runs
         _requeue_if_due(run_id)
     return ran > 0
@@ -67,24 +67,24 @@ def next_episode(run: Run, *, epoch: int) -> Episode | None:
     )
 
 
-def _drain(run_id: int, started: episode_loads.Started | None, *, epoch: int,
+def _drain(run_id: int, started: episode_loads.Started | None, *, epoch: int, owner: str,
            heartbeat: "lease_renewals.Heartbeat | _Unwatched") -> tuple[int, bool]:
     """Run `started`, then the next due episodes while the slice lasts. Returns how many ran, and whether the
     last one's closing write released the lease (nothing else was due: no release or requeue left to do)."""
     ran = 0
     deadline = time.monotonic() + queue.slice_seconds()
     while started is not None:
-        run, released = execution.execute(started, epoch=epoch, heartbeat=heartbeat)
+        run, released = execution.execute(started, epoch=epoch, heartbeat=heartbeat, owner=owner)
         ran += 1
         if released:
             return ran, True
         if not run.is_open or ran >= settings.LUCIA_SLICE_STEP_CAP or time.monotonic() >= deadline:
             break
         heartbeat.check()
-        start = episode_loads.hold_and_start(run_id, epoch=epoch)
+        start = episode_loads.hold_and_start(run_id, epoch=epoch, owner=owner)
         if start.run is None:
             raise leases.LeaseLost(f"run {run_id}: the lease moved on from epoch {epoch}")
-        started = execution.start_next(start, epoch=epoch)
+        started = execution.start_next(start, epoch=epoch, owner=owner)
     return ran, False
 
 
@@ -113,5 +113,5 @@ class _Unwatched:
         return None
 
 
-def _heartbeat(run: Run, *, epoch: int, interval: float | None) -> lease_renewals.Heartbeat | _Unwatched:
-    return _Unwatched() if run.sim else lease_renewals.Heartbeat(run.pk, epoch=epoch, interval=interval)
+def _heartbeat(run: Run, *, epoch: int, owner: str, interval: float | None) -> lease_renewals.Heartbeat | _Unwatched:
+    return _Unwatched() if run.sim else lease_renewals.Heartbeat(run.pk, epoch=epoch, owner=owner, interval=interval)

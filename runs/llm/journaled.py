@@ -41,6 +41,7 @@ def call_model(
     request: ChatRequest,
     at: datetime,
     occurrence: int,
+    owner: str | None = None,
     heartbeat: Heartbeat | None = None,
     sleep: Callable[[float], None] | None = None,
     backoff: Sequence[float] = BACKOFF_S,
@@ -54,7 +55,7 @@ def call_model(
     reply, entry = answer(episode_id=episode_id, provider=provider, request=request, at=at, occurrence=occurrence,
                           heartbeat=heartbeat, sleep=sleep, backoff=backoff, replay=replay)
     if entry is not None:
-        with leases.fence(run_id, epoch=epoch) as run:
+        with leases.fence(run_id, epoch=epoch, owner=owner) as run:
             journal.write(run, [entry])
     return reply
 

@@ -280,10 +280,10 @@ def test_one_failing_reap_never_blocks_the_others(monkeypatch):
         runs.append(run)
     reap_run = dispatch._reap_run
 
-    def failing(run_id, *, epoch):
+    def failing(run_id, *, epoch, owner):
         if run_id == runs[0].pk:
             raise RuntimeError("disk full")
-        return reap_run(run_id, epoch=epoch)
+        return reap_run(run_id, epoch=epoch, owner=owner)
 
     monkeypatch.setattr(dispatch, "_reap_run", failing)
     assert dispatch.reap_expired(batch=1) == 2

@@ -7,10 +7,11 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.db import connection, transaction
 
 from connectors import addresses
 from connectors.models import Suppression
-from runs import episode_loads, execution, leases
+from runs import episode_loads, execution, leases, statements
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 from tests.factories import ContactFactory
 from tests.runs import lock_waits, loop_helpers
@@ -95,7 +96,7 @@ def test_a_follow_up_cancelled_while_the_claim_waited_for_the_run_row_is_not_sta
 def test_the_start_finds_the_run_s_episodes_by_run_not_among_every_run_s_due_ones():
     run = loop_helpers.make_run(status="waiting", wake_when="followup:1")
     loop_helpers.add_episode(run, EpisodeKind.FOLLOWUP)
-    params = {**leases.claim_params(run.pk, owner="test"), **episode_loads._params(),
+    params = {**leases.claim_params(run.pk, owner="test"), **episode_loads._params(unflushed=False),
               "max_attempts": settings.LUCIA_EPISODE_MAX_ATTEMPTS}
 
     plan = plan_with_quiet_statistics(episode_loads.CLAIM_START_SQL, params)
@@ -106,3 +107,44 @@ def test_the_start_finds_the_run_s_episodes_by_run_not_among_every_run_s_due_one
 
     start = episode_loads.claim_and_start(run.pk, owner="test")
     assert start.started.episode.kind == EpisodeKind.FOLLOWUP and start.run.status == "active"
+
+
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("unflushed", [True, False])
+def test_the_start_statement_commits_unflushed_only_when_asked(unflushed):
+    run = loop_helpers.make_run()
+    loop_helpers.add_episode(run, EpisodeKind.START)
+    params = {**leases.claim_params(run.pk, owner="test"), **episode_loads._params(unflushed=unflushed),
+              "max_attempts": settings.LUCIA_EPISODE_MAX_ATTEMPTS}
+
+    statements.fetch_dicts(episode_loads.CLAIM_START_SQL, params)  # in the test's transaction: the setting stays
+
+    assert _synchronous_commit() == ("off" if unflushed else "on")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_start_in_its_own_transaction_asks_for_an_unflushed_commit_and_one_in_a_caller_s_does_not():
+    asked = []
+
+    def start_statements(execute, sql, params, many, context):
+        if sql in (episode_loads.CLAIM_START_SQL, episode_loads.HOLD_START_SQL):
+            asked.append(params["unflushed"])
+        return execute(sql, params, many, context)
+
+    own, callers = loop_helpers.make_run(), loop_helpers.make_run()
+    for run in (own, callers):
+        loop_helpers.add_episode(run, EpisodeKind.START)
+    with connection.execute_wrapper(start_statements):
+        assert episode_loads.claim_and_start(own.pk, owner="own").started.episode is not None
+        with transaction.atomic():
+            assert episode_loads.claim_and_start(callers.pk, owner="caller").started.episode is not None
+            assert _synchronous_commit() == "on"  # the caller's transaction commits as it chose
+
+    assert asked == [True, False]
+    assert _synchronous_commit() == "on"  # the own transaction's setting ended with it

@@ -3,7 +3,7 @@ import threading
 import pytest
 from django.db import connection
 
-from runs import leases
+from runs import episode_loads, leases
 from runs.models import Run
 from tests.factories import RunFactory
 
@@ -98,3 +98,43 @@ def test_a_rider_s_release_condition_releases_or_extends_the_lease(release):
     assert release or written.lease_expires_at > claimed_until  # kept: extended
     assert written.lease_epoch == epoch
     assert Run.objects.filter(pk=run.pk, lease_owner=None).exists() is release
+
+
+def _epoch_handed_out_again(run: Run) -> int:
+    """A claim by "lost" that a database crash took back (starts commit unflushed: runs.episode_loads), and the
+    next claim, by "successor", that took the same epoch."""
+    epoch = leases.claim(run.pk, owner="lost")
+    Run.objects.filter(pk=run.pk).update(lease_owner="successor")
+    return epoch
+
+
+@pytest.mark.django_db
+def test_a_worker_whose_claim_was_lost_cannot_write_under_the_epoch_handed_out_again():
+    run = RunFactory()
+    epoch = _epoch_handed_out_again(run)
+
+    with pytest.raises(leases.LeaseLost):
+        leases.write(run.pk, epoch=epoch, owner="lost", rider=leases.Rider(steps=1))
+    with pytest.raises(leases.LeaseLost), leases.fence(run.pk, epoch=epoch, owner="lost"):
+        pass
+    assert Run.objects.get(pk=run.pk).steps_used == 0
+
+    leases.write(run.pk, epoch=epoch, owner="successor", rider=leases.Rider(steps=1))
+    assert Run.objects.get(pk=run.pk).steps_used == 1
+
+
+@pytest.mark.django_db
+def test_a_worker_whose_claim_was_lost_cannot_renew_hold_or_release_the_successor_s_lease():
+    run = RunFactory()
+    epoch = _epoch_handed_out_again(run)
+    _expire(run.pk)  # renewing would bring it back to life
+
+    assert not leases.renew(run.pk, epoch=epoch, owner="lost")
+    assert not leases.holds(run.pk, epoch=epoch, owner="lost", seconds_left=0)
+    leases.release(run.pk, epoch=epoch, owner="lost")
+    assert episode_loads.hold_and_start(run.pk, epoch=epoch, owner="lost").run is None
+
+    assert Run.objects.get(pk=run.pk).lease_owner == "successor"
+    assert leases.renew(run.pk, epoch=epoch, owner="successor")
+    leases.release(run.pk, epoch=epoch, owner="successor")
+    assert Run.objects.get(pk=run.pk).lease_owner is None

@@ -349,3 +349,26 @@ def test_the_real_follow_up_policy_arms_the_ladder_after_a_start_that_sent_nothi
     run = Run.objects.get(pk=run.pk)
     assert (run.status, run.wake_when, run.next_wake_at) == (RunStatus.WAITING, "followup:w9", followup.due_at)
     assert run.state["policy"]["next_due_at"] == followup.due_at.isoformat()
+
+
+@pytest.mark.django_db
+def test_a_worker_whose_lease_passed_to_another_owner_under_its_epoch_sends_and_frees_nothing(monkeypatch):
+    from runs import execution
+    from runs.models import EpisodeKind, OutboxMessage
+    from tests.runs import loop_helpers
+
+    run = loop_helpers.make_run()
+    loop_helpers.add_episode(run, EpisodeKind.START)
+    loop = execution.run_loop
+
+    def after_a_lost_claim(ctx):
+        # The database lost this worker's claim in a crash and the next claim took the same epoch.
+        Run.objects.filter(pk=ctx.run_id).update(lease_owner="successor")
+        return loop(ctx)
+
+    monkeypatch.setattr(execution, "run_loop", after_a_lost_claim)
+
+    assert worker.advance_run(run.pk, owner="lost", heartbeat_interval=3600) is False
+
+    assert not OutboxMessage.objects.filter(run=run).exists()
+    assert Run.objects.get(pk=run.pk).lease_owner == "successor"
