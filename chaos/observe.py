@@ -69,9 +69,10 @@ def queued_tasks() -> int:
 
 
 def owner_pid(owner: str) -> int | None:
-    """The process id in a lease owner: `host:pid:thread` (runs.worker) or `reaper:host:pid` (runs.dispatch)."""
+    """The process id in a lease owner: `host:pid:thread:token` (runs.worker) or `reaper:host:pid:token`
+    (runs.dispatch)."""
     parts = owner.split(":")
-    field = parts[2] if parts[0] == "reaper" and len(parts) == 3 else parts[1] if len(parts) == 3 else None
+    field = parts[2] if parts[0] == "reaper" and len(parts) == 4 else parts[1] if len(parts) == 4 else None
     return int(field) if field and field.isdigit() else None
 
 
@@ -95,7 +96,7 @@ def expire_leases_of(pid: int) -> tuple[list[tuple[int, int]], list[int]]:
     Empty when a row is locked by the paused worker's open fence: it still
     holds its transaction, nothing is taken from it.
     """
-    pattern = [f"%:{pid}:%", f"reaper:%:{pid}"]
+    pattern = [f"%:{pid}:%", f"reaper:%:{pid}:%"]
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")

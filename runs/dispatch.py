@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import time
 
@@ -128,7 +129,7 @@ def reap_expired(*, batch: int = REAP_BATCH, budget_s: float | None = None) -> i
     reaped is logged and skipped for the rest of the pass. Returns episodes reaped.
     """
     deadline = time.monotonic() + (queue.slice_seconds() if budget_s is None else budget_s)
-    owner = f"reaper:{socket.gethostname()}:{os.getpid()}"
+    owner = f"reaper:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # a token: see worker.default_owner
     reaped, seen = 0, []
     while time.monotonic() < deadline:
         run_ids = _run_ids(ORPHANED_RUNS_SQL, [seen, batch])

@@ -36,18 +36,21 @@ CHANNELS = list(Channel.values)
 # The seq that stands for "after every episode" when facts are read outside one (the column is an integer).
 UNBOUNDED_SEQ = 2**31 - 1
 
-# The run's clock and the contacts' addresses, from the run row the statement holds. A start in its own (implicit)
-# transaction commits without waiting for its WAL to reach the disk (`unflushed`: synchronous_commit off until that
-# transaction ends). After a database crash the commits that survive are a prefix of the WAL's order, so a start
-# that is lost is as if it had never been made: the lease and the episode are as they were before it, and the next
-# claim takes them. Nothing leaves Lucia on the strength of an unflushed start: an episode's first send is preceded
-# by a commit of its own that waits (runs.outbox.open_row), which flushes every commit before it; what such a crash
-# costs is the model call made meanwhile, as a worker's crash does. The crash cuts the connection of the worker that
-# made the lost start; one that carries on anyway (behind a pooler that kept its client connection) writes, renews,
-# holds and releases nothing: every lease statement checks the owner as well as the epoch (runs.leases.HELD_BY), and
-# the epoch a later claim hands out again is that claim's owner's. What is given up: an episode that crashes the
-# server itself within the WAL writer's delay of its start does not count that attempt (LUCIA_EPISODE_MAX_ATTEMPTS
-# counts what stops workers; their starts are on disk by the time a reaper looks).
+# The run's clock and the contacts' addresses, from the run row the statement holds. A claim's start (the lease
+# taken with a new epoch) in its own (implicit) transaction commits without waiting for its WAL to reach the disk
+# (`unflushed`: synchronous_commit off until that transaction ends). After a database crash the commits that survive
+# are a prefix of the WAL's order, so a claim that is lost is as if it had never been made: the lease and the
+# episode are as they were before it, and the next claim takes them. (A hold's start keeps the epoch and the owner,
+# so a lost one would fence nobody out: it waits for the disk, and so makes everything before it durable.) Nothing
+# leaves Lucia on the strength of an unflushed start: an episode's first send is preceded by a commit of its own
+# that waits (runs.outbox.open_row), which flushes every commit before it; what such a crash costs is the model call
+# made meanwhile, as a worker's crash does. The crash cuts the connection of the worker that made the lost start;
+# one that carries on anyway (behind a pooler that kept its client connection) writes, renews, holds and releases
+# nothing: every lease statement checks the owner as well as the epoch (runs.leases.HELD_BY), and the epoch a later
+# claim hands out again is that claim's owner's (worker.default_owner names each claim apart). What is given up: an
+# episode that crashes the server itself before its start reaches the disk (its first write that waits, or the WAL
+# writer, within three times wal_writer_delay) does not count that attempt (LUCIA_EPISODE_MAX_ATTEMPTS counts what
+# stops workers; their starts are on disk by the time a reaper looks).
 CLOCK_SQL = """
 clock AS (
     SELECT CASE WHEN h.sim AND h.virtual_now IS NOT NULL THEN h.virtual_now ELSE %(wall)s END AS now,
@@ -220,15 +223,18 @@ def claim_and_start(run_id: int, *, owner: str) -> Start:
     it was when the statement began: the writer's episode is not there. So "nothing due" is asked again, under the
     lease just taken, by a statement that sees it.
     """
-    start = _start(CLAIM_START_SQL, leases.claim_params(run_id, owner=owner))
+    # Only in its own transaction: a caller's commits as the caller chose.
+    own = connection.get_autocommit() and not connection.in_atomic_block
+    start = _start(CLAIM_START_SQL, leases.claim_params(run_id, owner=owner), unflushed=own)
     if start.run is not None and start.started is None:
         return hold_and_start(run_id, epoch=start.run.lease_epoch, owner=owner)
     return start
 
 
 def hold_and_start(run_id: int, *, epoch: int, owner: str | None) -> Start:
-    """Start the run's next due episode under the lease the worker holds (`epoch`, `owner`), in one statement."""
-    return _start(HOLD_START_SQL, leases.hold_params(run_id, epoch=epoch, owner=owner))
+    """Start the run's next due episode under the lease the worker holds (`epoch`, `owner`), in one statement.
+    Its commit waits for the disk: it keeps the epoch and the owner, so a lost one would fence nobody out."""
+    return _start(HOLD_START_SQL, leases.hold_params(run_id, epoch=epoch, owner=owner), unflushed=False)
 
 
 def facts_for(run: Run, episode: Episode | None, *, plan: dict) -> EpisodeFacts:
@@ -240,10 +246,8 @@ def facts_for(run: Run, episode: Episode | None, *, plan: dict) -> EpisodeFacts:
     return _facts(statements.fetch_dicts(FACTS_FOR_SQL, params)[0], plan=plan, episode=episode)
 
 
-def _start(sql: str, params: dict) -> Start:
-    # Only in its own transaction: a caller's commits as the caller chose.
-    params.update(_params(unflushed=not (connection.in_atomic_block or not connection.get_autocommit())),
-                  max_attempts=settings.LUCIA_EPISODE_MAX_ATTEMPTS)
+def _start(sql: str, params: dict, *, unflushed: bool) -> Start:
+    params.update(_params(unflushed=unflushed), max_attempts=settings.LUCIA_EPISODE_MAX_ATTEMPTS)
     rows = statements.fetch_dicts(sql, params)
     if not rows:
         return Start(run=None, started=None)

@@ -6,6 +6,7 @@ or nothing due, and returns False.
 
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -43,7 +44,7 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
         return ran > 0
     finally:
         if not released:
-            # Conditioned on the epoch: never frees a lease someone else took.
+            # Conditioned on the epoch and the owner: never frees a lease someone else took.
             leases.release(run_id, epoch=epoch, owner=owner)
     if not released and not run.sim:  # the simulator, not the queue, drives simulated runs
         _requeue_if_due(run_id)
@@ -51,7 +52,9 @@ def advance_run(run_id: int, *, owner: str | None = None, heartbeat_interval: fl
 
 
 def default_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+    """`host:pid:thread:token`: the token (new for each call) keeps two claims apart even where hosts share a name
+    (runs.leases checks the owner beside the epoch)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{secrets.token_hex(4)}"
 
 
 def next_episode(run: Run, *, epoch: int) -> Episode | None:

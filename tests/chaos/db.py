@@ -14,8 +14,9 @@ LOCK_TIMEOUT = "300ms"
 
 
 def owners_of(pid: int) -> list[str]:
-    """The lease owners a worker process uses: its own and its reaper's (dispatch.reap_expired)."""
-    return [f"chaos:{pid}", f"reaper:{socket.gethostname()}:{pid}"]
+    """The lease owners a worker process uses, as LIKE patterns: its own and its reaper's (dispatch.reap_expired,
+    which adds a token of its own to each pass's name)."""
+    return [f"chaos:{pid}", f"reaper:{socket.gethostname()}:{pid}:%"]
 
 
 def due_run_ids() -> list[int]:
@@ -30,12 +31,13 @@ def due_run_ids() -> list[int]:
 
 
 def expire_leases(owners: list[str] | None = None, *, sparing: list[int] = ()) -> list[tuple[int, int]]:
-    """Expire the leases `owners` hold (all leases when None), except on runs `sparing`: [(run id, epoch)].
+    """Expire the leases `owners` (LIKE patterns) hold (all leases when None), except on runs `sparing`:
+    [(run id, epoch)].
 
     Empty when a run row is locked by a paused worker's open fence (the lock
     timeout): that worker still holds its transaction, nothing is taken from it.
     """
-    where = "lease_owner IS NOT NULL" if owners is None else "lease_owner = ANY(%s)"
+    where = "lease_owner IS NOT NULL" if owners is None else "lease_owner LIKE ANY(%s)"
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
@@ -56,9 +58,10 @@ def lease_epochs(run_ids: list[int]) -> dict[int, int]:
 
 
 def sending_run_ids(owners: list[str]) -> list[int]:
-    """Runs whose lease `owners` hold that have an outbox row in `sending` (a provider call may be next)."""
+    """Runs whose lease `owners` (LIKE patterns) hold that have an outbox row in `sending` (a provider call may
+    be next)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT DISTINCT r.id FROM runs_run r JOIN runs_outboxmessage o ON o.run_id = r.id"
-            " WHERE r.lease_owner = ANY(%s) AND o.status = 'sending'", [owners])
+            " WHERE r.lease_owner LIKE ANY(%s) AND o.status = 'sending'", [owners])
         return [row[0] for row in cursor.fetchall()]

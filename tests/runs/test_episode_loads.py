@@ -11,7 +11,7 @@ from django.db import connection, transaction
 
 from connectors import addresses
 from connectors.models import Suppression
-from runs import episode_loads, execution, leases, statements
+from runs import episode_loads, execution, leases, statements, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 from tests.factories import ContactFactory
 from tests.runs import lock_waits, loop_helpers
@@ -148,3 +148,21 @@ def test_a_start_in_its_own_transaction_asks_for_an_unflushed_commit_and_one_in_
 
     assert asked == [True, False]
     assert _synchronous_commit() == "on"  # the own transaction's setting ended with it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hold_s_start_waits_for_the_disk_its_lease_keeps_the_epoch_and_owner():
+    asked = []
+
+    def start_statements(execute, sql, params, many, context):
+        if sql in (episode_loads.CLAIM_START_SQL, episode_loads.HOLD_START_SQL):
+            asked.append(("claim" if sql == episode_loads.CLAIM_START_SQL else "hold", params["unflushed"]))
+        return execute(sql, params, many, context)
+
+    run = loop_helpers.make_run()
+    loop_helpers.add_episode(run, EpisodeKind.START)
+    loop_helpers.add_episode(run, EpisodeKind.EVENT, {"note": "due too"})
+    with connection.execute_wrapper(start_statements):
+        assert worker.advance_run(run.pk, owner="drains-two", heartbeat_interval=3600) is True
+
+    assert asked[:2] == [("claim", True), ("hold", False)]
