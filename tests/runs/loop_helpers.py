@@ -69,14 +69,14 @@ def claim(run: Run, *, owner: str = "test-worker") -> int:
     return epoch
 
 
-def context(run: Run, episode: Episode, *, epoch: int,
-            heartbeat: lease_renewals.Heartbeat | None = None) -> EpisodeContext:
-    """What runs.execution builds for the loop, read fresh from the database."""
+def context(run: Run, episode: Episode, *, epoch: int, heartbeat: lease_renewals.Heartbeat | None = None,
+            owner: str | None = None) -> EpisodeContext:
+    """What runs.execution builds for the loop, read fresh from the database (`owner`: the lease's, or any)."""
     fresh = Run.objects.select_related("organization", "version").get(pk=run.pk)
     return EpisodeContext(
         run_id=run.pk, epoch=epoch, episode=Episode.objects.get(pk=episode.pk), run=fresh, plan=fresh.plan,
         contacts=list(Contact.objects.filter(run_id=run.pk)), tasks=list(Task.objects.filter(run_id=run.pk)),
-        now=clock.now(fresh), heartbeat=heartbeat,
+        now=clock.now(fresh), heartbeat=heartbeat, owner=owner,
     )
 
 

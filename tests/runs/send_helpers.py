@@ -69,11 +69,11 @@ def email_identity(organization: Organization, server: MailgunServer) -> Identit
 
 
 def dispatch(run: Run, episode: Episode, name: str, arguments: dict, *, epoch: int | None = None,
-             session: tools.ToolSession | None = None) -> tuple[dict, tools.ToolSession]:
-    """One tool call through runs.tools, as the loop makes it."""
-    epoch = epoch if epoch is not None else h.claim(run)
+             session: tools.ToolSession | None = None, owner: str | None = None) -> tuple[dict, tools.ToolSession]:
+    """One tool call through runs.tools, as the loop makes it (`owner`: the lease's, checked beside the epoch)."""
+    epoch = epoch if epoch is not None else h.claim(run, **({"owner": owner} if owner else {}))
     session = session or tools.ToolSession()
-    ctx = h.context(run, episode, epoch=epoch)
+    ctx = h.context(run, episode, epoch=epoch, owner=owner)
     return tools.dispatch(ctx, ToolCall(id="call-1", name=name, arguments=arguments), session=session), session
 
 

@@ -128,3 +128,17 @@ def test_a_renewal_behind_a_writers_lock_gives_up_waiting_and_holds_up_no_other_
             release()
             assert _renewed_past(locked.pk, locked_until)  # tried again once the row is free
             assert not stuck.lost.is_set() and not other.lost.is_set()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_heartbeat_whose_claim_was_lost_marks_its_lease_lost_and_extends_nobody_s():
+    run = RunFactory()
+    epoch = leases.claim(run.pk, owner="lost")
+    # A database crash took the claim back and the next claim, another worker's, took the same epoch.
+    Run.objects.filter(pk=run.pk).update(lease_owner="successor")
+    successor_until = _expires_at(run.pk)
+
+    with Heartbeat(run.pk, epoch=epoch, owner="lost", interval=0.05) as beat:
+        assert beat.lost.wait(timeout=5)
+
+    assert _expires_at(run.pk) == successor_until

@@ -129,6 +129,31 @@ def test_a_worker_stalled_before_its_provider_call_sends_only_if_its_lease_is_st
         assert result["status"] == "sent" and s.creates(twilio) == 1
 
 
+class _LostClaim(_Stall):
+    """Stopped at the same point, while a database crash took this worker's claim back and the next claim handed out
+    the same epoch to another worker (starts commit unflushed: runs.episode_loads)."""
+
+    def point(self, name: str) -> None:
+        if name == "before_provider_call":
+            self.offset = 600.0
+            Run.objects.filter(pk=self.run_id).update(lease_owner="successor")
+
+
+def test_a_worker_whose_claim_was_lost_does_not_send_under_the_epoch_handed_out_again(twilio, monkeypatch):
+    run = s.real_run()
+    s.sms_identity(run.organization, twilio)
+    episode = h.add_episode(run, "start")
+    lost = _LostClaim(run.pk, taken_over=False)
+    monkeypatch.setattr(tool_executor, "faults", lost)
+    monkeypatch.setattr(tool_executor, "time", lost)
+
+    with pytest.raises(leases.LeaseLost):
+        s.dispatch(run, episode, "send_sms", s.SMS, owner="lost")
+
+    assert s.creates(twilio) == 0
+    assert Run.objects.get(pk=run.pk).lease_owner == "successor"
+
+
 def test_a_real_run_without_an_identity_gets_an_error_result_and_writes_no_row():
     run = s.real_run()
     result, session = s.dispatch(run, h.add_episode(run, "start"), "send_sms", s.SMS)
