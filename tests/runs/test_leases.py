@@ -81,7 +81,7 @@ def test_release_by_a_stale_epoch_leaves_the_new_holders_lease():
     leases.release(run.pk, epoch=new)
     assert Run.objects.get(pk=run.pk).lease_owner is None
     with pytest.raises(leases.LeaseLost), leases.fence(run.pk, epoch=new):
-        pass  # a released lease fences nothing in
+        raise AssertionError("a released lease fences nothing in")
 
 
 @pytest.mark.django_db
@@ -116,7 +116,7 @@ def test_a_worker_whose_claim_was_lost_cannot_write_under_the_epoch_handed_out_a
     with pytest.raises(leases.LeaseLost):
         leases.write(run.pk, epoch=epoch, owner="lost", rider=leases.Rider(steps=1))
     with pytest.raises(leases.LeaseLost), leases.fence(run.pk, epoch=epoch, owner="lost"):
-        pass
+        raise AssertionError("the fence let in a worker whose claim was lost")
     assert Run.objects.get(pk=run.pk).steps_used == 0
 
     leases.write(run.pk, epoch=epoch, owner="successor", rider=leases.Rider(steps=1))

@@ -91,67 +91,47 @@ def test_a_sim_run_never_calls_the_real_provider_of_its_organization(twilio):
 
 class _Stall:
     """A worker stopped at the fault point before its provider call (a SIGSTOP, a long pause): its monotonic clock
-    moves on, and meanwhile a successor may take the run over once the lease is expired."""
+    moves on, and `meanwhile` the run may pass to a successor: `taken_over` once the lease expired (a new epoch), or
+    `claim_lost`: a database crash took this worker's claim back and the next claim handed out the same epoch to
+    another worker (starts commit unflushed: runs.episode_loads)."""
 
-    def __init__(self, run_id: int, *, taken_over: bool) -> None:
-        self.run_id, self.taken_over, self.offset = run_id, taken_over, 0.0
+    def __init__(self, run_id: int, *, meanwhile: str) -> None:
+        self.run_id, self.meanwhile, self.offset = run_id, meanwhile, 0.0
 
     def point(self, name: str) -> None:
         if name != "before_provider_call":
             return
         self.offset = 600.0
-        if self.taken_over:
+        if self.meanwhile == "taken_over":
             Run.objects.filter(pk=self.run_id).update(lease_expires_at=datetime(2000, 1, 1, tzinfo=UTC))
             assert leases.claim(self.run_id, owner="successor") is not None
+        elif self.meanwhile == "claim_lost":
+            Run.objects.filter(pk=self.run_id).update(lease_owner="successor")
 
     def monotonic(self) -> float:
         return time.monotonic() + self.offset
 
 
-@pytest.mark.parametrize("taken_over", [True, False])
+@pytest.mark.parametrize("meanwhile", ["nothing", "taken_over", "claim_lost"])
 def test_a_worker_stalled_before_its_provider_call_sends_only_if_its_lease_is_still_its_own(
-        twilio, monkeypatch, taken_over):
+        twilio, monkeypatch, meanwhile):
     run = s.real_run()
     s.sms_identity(run.organization, twilio)
     episode = h.add_episode(run, "start")
-    stall = _Stall(run.pk, taken_over=taken_over)
+    stall = _Stall(run.pk, meanwhile=meanwhile)
     # Its fenced write is no longer recent (runs.tool_executor._confirm_lease): the lease is read again.
     monkeypatch.setattr(tool_executor, "faults", stall)
     monkeypatch.setattr(tool_executor, "time", stall)
 
-    if taken_over:
+    if meanwhile == "nothing":
+        result, _ = s.dispatch(run, episode, "send_sms", s.SMS, owner="worker")
+        assert result["status"] == "sent" and s.creates(twilio) == 1
+    else:
         with pytest.raises(leases.LeaseLost):
-            s.dispatch(run, episode, "send_sms", s.SMS)
+            s.dispatch(run, episode, "send_sms", s.SMS, owner="worker")
         assert s.creates(twilio) == 0
         assert OutboxMessage.objects.get(run=run).status == OutboxStatus.SENDING  # the successor looks it up
-    else:
-        result, _ = s.dispatch(run, episode, "send_sms", s.SMS)
-        assert result["status"] == "sent" and s.creates(twilio) == 1
-
-
-class _LostClaim(_Stall):
-    """Stopped at the same point, while a database crash took this worker's claim back and the next claim handed out
-    the same epoch to another worker (starts commit unflushed: runs.episode_loads)."""
-
-    def point(self, name: str) -> None:
-        if name == "before_provider_call":
-            self.offset = 600.0
-            Run.objects.filter(pk=self.run_id).update(lease_owner="successor")
-
-
-def test_a_worker_whose_claim_was_lost_does_not_send_under_the_epoch_handed_out_again(twilio, monkeypatch):
-    run = s.real_run()
-    s.sms_identity(run.organization, twilio)
-    episode = h.add_episode(run, "start")
-    lost = _LostClaim(run.pk, taken_over=False)
-    monkeypatch.setattr(tool_executor, "faults", lost)
-    monkeypatch.setattr(tool_executor, "time", lost)
-
-    with pytest.raises(leases.LeaseLost):
-        s.dispatch(run, episode, "send_sms", s.SMS, owner="lost")
-
-    assert s.creates(twilio) == 0
-    assert Run.objects.get(pk=run.pk).lease_owner == "successor"
+        assert Run.objects.get(pk=run.pk).lease_owner == "successor"
 
 
 def test_a_real_run_without_an_identity_gets_an_error_result_and_writes_no_row():
