@@ -27,7 +27,7 @@ class OutboxMessage(FSMModelMixin, models.Model):
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="outbox")
     episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.CASCADE, related_name="outbox")
     escalation = models.ForeignKey("runs.Escalation", null=True, blank=True, on_delete=models.CASCADE,
-                                   related_name="notices")
+                                   related_name="notices", db_index=False)
     task_key = models.CharField(max_length=64, blank=True)
     tool = models.CharField(max_length=32)
     channel = models.CharField(max_length=16)
@@ -60,6 +60,9 @@ class OutboxMessage(FSMModelMixin, models.Model):
             # notifications.send_due: pending notices whose hold is over.
             models.Index(fields=["not_before"], name="outbox_pending_notice",
                          condition=models.Q(status="pending", escalation__isnull=False)),
+            # A notice's escalation (a run's sends have none): indexed only where set, as runs.Run's people.
+            models.Index(fields=["escalation"], name="outbox_escalation",
+                         condition=models.Q(escalation__isnull=False)),
         ]
         constraints = [
             models.CheckConstraint(

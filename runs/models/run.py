@@ -24,7 +24,9 @@ ENDED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED
 class Run(FSMModelMixin, models.Model):
     """One agent working on one goal. Everything a wake-up needs is in this row and its children."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="runs")
+    # Found by organization through run_org_status, which leads with it (an index of its own would only be one
+    # more to write on every update of the row that moves its status).
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="runs", db_index=False)
     version = models.ForeignKey(AgentVersion, on_delete=models.PROTECT, related_name="runs")
     deployment = models.ForeignKey(Deployment, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     sim = models.BooleanField(default=False, help_text="A simulated run: virtual clock, sandbox connectors.")
@@ -66,14 +68,17 @@ class Run(FSMModelMixin, models.Model):
     cost_used = models.DecimalField(max_digits=10, decimal_places=4, default=Decimal("0"))
     outcome = models.TextField(blank=True)
     # Who started and who cancelled it through the API or the Studio: a person, an API key, or neither (runtime).
+    # Mostly empty: indexed only where set (Meta.indexes), so the row's updates write no entry for them.
     started_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
-    started_by_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    started_by_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                       db_index=False)
     cancelled_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
-    cancelled_by_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    cancelled_by_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                                         db_index=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -86,6 +91,11 @@ class Run(FSMModelMixin, models.Model):
                 fields=["next_wake_at"], name="run_next_wake", condition=Q(next_wake_at__isnull=False)
             ),
             models.Index(fields=["organization", "status"], name="run_org_status"),
+            # Deleting a person or an API key sets these to NULL: found through an index that holds only the runs
+            # they name. Every update of a run that moves an indexed column (its status, its next wake) writes an
+            # entry into each index whose condition the row meets, so a column that is mostly NULL costs nothing.
+            *[models.Index(fields=[name], name=f"run_{name}", condition=Q(**{f"{name}__isnull": False}))
+              for name in ("started_by", "started_by_key", "cancelled_by", "cancelled_by_key")],
         ]
 
     def __str__(self) -> str:
