@@ -192,6 +192,10 @@ def _review_edit(run: Run, escalation: Escalation, message: OutboxMessage, *, pa
                                  channel=message.channel, recipient=message.recipient, payload=payload)
     except ModelError as error:
         raise EditRefused(f"the guardrail could not review the edit now ({error}); submit it again") from None
+    except leases.LeaseLost:
+        # A worker took the run while the model judged the edit (the review outlasted its lease): its verdict is
+        # not journaled, so it is not taken either.
+        raise EditRefused("the run is busy right now; submit the edit again in a moment") from None
     finally:
         leases.release(run.pk, epoch=epoch, owner=owner)
 

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from connectors.models import SandboxMessage
-from runs import answers, approvals, escalations, events, worker
+from runs import answers, approvals, escalations, events, leases, worker
 from runs.llm.base import ChatRequest, ModelReply, ToolCall
 from runs.models import (
     Episode,
@@ -377,3 +377,38 @@ def test_a_draft_of_a_run_that_ended_is_not_approved(monkeypatch):
         answers.answer(option="approve", escalation=_open_approval(run), via="api")
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.AWAITING_APPROVAL
     assert SandboxMessage.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_an_edit_whose_review_lost_the_run_s_lease_is_refused_and_its_verdict_not_journaled(monkeypatch, settings):
+    """The guardrail model's verdict is journaled under the review's lease, owner and epoch both: a review whose
+    lease another holder has by then (here the same epoch under another owner) writes nothing and refuses the
+    edit, to be submitted again, instead of failing with an error."""
+    from tests.fakes.openai_server import FakeOpenAIServer, completion
+
+    run, _ = _started(monkeypatch, _plan("all"))
+    monkeypatch.undo()
+    escalation = _open_approval(run)
+    claim = leases.claim
+
+    def claimed_then_lost(run_id, *, owner):
+        epoch = claim(run_id, owner=owner)
+        Run.objects.filter(pk=run_id).update(lease_owner="successor")
+        return epoch
+
+    monkeypatch.setattr(approvals.leases, "claim", claimed_then_lost)
+    with FakeOpenAIServer() as server:
+        settings.OPENAI_BASE_URL = server.base_url
+        settings.OPENAI_API_KEY = "test"
+        settings.LUCIA_GUARDRAIL_MODEL = "gpt-4o-mini"
+        server.enqueue(completion(content='{"allow": true, "reason": "polite"}'))
+
+        with pytest.raises(approvals.EditRefused, match="submit the edit again"):
+            answers.answer(option="edit", escalation=escalation, text="Could you send the W-9 when you can?", via="api")
+
+    assert not JournalEntry.objects.filter(run=run, kind=JournalKind.MODEL_CALL, model_provider="openai").exists()
+    run.refresh_from_db()
+    assert run.lease_owner == "successor"  # the review gives back only a lease of its own
+    assert OutboxMessage.objects.get(run=run).status == OutboxStatus.AWAITING_APPROVAL
+    escalation.refresh_from_db()
+    assert escalation.status == EscalationStatus.OPEN

@@ -81,6 +81,28 @@ def test_the_reaper_requeues_an_episode_whose_worker_died_and_fences_the_zombie(
     assert queued_run_ids() == [run.pk]
 
 
+def test_a_reaper_whose_claim_was_lost_reaps_nothing_and_leaves_the_holder_s_lease(monkeypatch):
+    """The reaper's fence checks its owner beside the epoch: once its claim was handed to another holder with the
+    same epoch (a database crash took the claim back), it requeues nothing and releases nothing of theirs."""
+    run = RunFactory()
+    episode = EpisodeFactory(run=run, status=EpisodeStatus.RUNNING, attempts=1, lease_epoch=1)
+    _lease(run, seconds=-5, epoch=1)
+    claim = dispatch.leases.claim
+
+    def claimed_then_lost(run_id, *, owner):
+        epoch = claim(run_id, owner=owner)
+        Run.objects.filter(pk=run_id).update(lease_owner="successor")
+        return epoch
+
+    monkeypatch.setattr(dispatch.leases, "claim", claimed_then_lost)
+
+    assert dispatch.reap_expired() == 0
+    assert Episode.objects.get(pk=episode.pk).status == EpisodeStatus.RUNNING
+    run = Run.objects.get(pk=run.pk)
+    assert (run.lease_epoch, run.lease_owner) == (2, "successor")
+    assert queued_run_ids() == []
+
+
 def test_the_reaper_fails_and_escalates_past_the_attempt_limit(settings):
     settings.LUCIA_EPISODE_MAX_ATTEMPTS = 2
     run = RunFactory()

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from runs import guardrails
-from runs.models import Escalation, JournalEntry, OutboxMessage, RunStatus
+from runs import guardrails, leases
+from runs.models import Escalation, JournalEntry, OutboxMessage, Run, RunStatus
 from tests.fakes.openai_server import FakeOpenAIServer, completion
 from tests.runs import loop_helpers as h
 from tests.runs import send_helpers as s
@@ -173,3 +173,20 @@ def test_the_payment_and_legal_rules_find_what_their_patterns_find(text):
         found = guardrails._search(pattern, text, words=words, folded=folded)
         expected = pattern.search(text)
         assert (found and found.group(0)) == (expected and expected.group(0))
+
+
+def test_a_worker_whose_claim_was_lost_journals_no_verdict_of_the_model(guardrail_model):
+    """A database crash took the claim back and the next claim handed the same epoch to another worker: the
+    guardrail's model call is journaled under the lease's owner as well as its epoch, so nothing is written."""
+    guardrail_model.enqueue(completion(content='{"allow": true, "reason": "polite request"}'))
+    run = h.make_run()
+    episode = h.add_episode(run, "start")
+    ctx = h.context(run, episode, epoch=h.claim(run, owner="worker-a"), owner="worker-a")
+    Run.objects.filter(pk=run.pk).update(lease_owner="successor")
+
+    with pytest.raises(leases.LeaseLost):
+        guardrails.review(ctx, tool="send_email", channel="email", recipient=h.VENDOR_EMAIL,
+                          payload={"body": "Could you send your W-9?"})
+
+    assert len(guardrail_model.requests) == 1  # asked, but its answer is not the run's
+    assert not JournalEntry.objects.filter(run=run).exists()
