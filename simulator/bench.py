@@ -19,9 +19,7 @@ wall time; they are benchmarks to read, never assertions.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
-import multiprocessing
 import os
 import statistics
 import time
@@ -33,7 +31,6 @@ from django.conf import settings
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
-from django_q.models import OrmQ
 
 from agents import versions
 from agents.models import AgentVersion, Organization
@@ -42,9 +39,9 @@ from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 from simulator import (
     bench_burst,
     bench_cpu,
-    bench_cycle,
     bench_lag,
     bench_sql,
+    bench_throughput,
     engine,
     gate,
     scorecards,
@@ -59,16 +56,6 @@ QUERIES_TARGET = 12
 DISPATCH_TARGET = 2.0
 DUE_LAG_TARGET_S = 5.0
 DUE_LAG_RUNS = 40
-# The runtime and the raw cycle take turns (raw, runtime, raw, ... raw): each runtime round is held against the
-# raw windows on either side of it, and every round weighs the same, so a drift of the machine's speed within the
-# minute (README, "Benchmarks") weighs on both sides of the ratio alike.
-ROUNDS = 3
-RAW_WINDOW_S = 1.0
-# Episodes each runtime process runs untimed first, on runs of its own: a worker keeps its connection for thousands
-# of episodes, so its first ones (each hot statement prepared, then planned anew for its first five executions
-# before PostgreSQL settles on a generic plan) are not the throughput it sustains. The raw cycle's statements are
-# too small for that to show.
-WARMUP_EPISODES = 10
 
 
 @dataclass(frozen=True)
@@ -175,57 +162,18 @@ def simulations(templates: list[AgentVersion], *, say: Callable[[str], None]) ->
 
 def throughput(version: AgentVersion, organization: Organization, *, processes: int, runs: int,
                say: Callable[[str], None]) -> list[Figure]:
-    """Start episodes of real runs (`organization` is a sandbox: sends are stored, not delivered) through the
-    runtime in `processes` forked processes vs the raw cycle in as many: the rates, and the CPU per episode of each
-    side (its processes' and their PostgreSQL backends', bench_cpu).
-
-    Each run has a contact of its own (caps count a real run's sends per recipient across the organization),
-    in a time zone where it is a working day's hours now (an episode outside them would only be deferred).
-    """
-    zone = bench_burst.working_zone(timezone.now())
-    run_ids = [
-        starts.start_run(organization, version=version, goal="bench", inputs=_inputs(version),
-                         contacts=[{**_contact(version), "email": f"vendor{index}@bench.example",
-                                    "phone": f"+1555{index:07d}", "slack_user": f"UBENCH{index}",
-                                    "timezone": zone}]).pk
-        for index in range((runs + WARMUP_EPISODES * ROUNDS) * processes + 1)
-    ]
-    # These runs are advanced here, not by workers: drop the tasks their starts queued (the throwaway database's
-    # queue holds nothing else yet), or the burst's workers would find them later.
-    OrmQ.objects.all().delete()
-    bench_sql.analyze()
-    worker.advance_run(run_ids.pop(), owner="bench")  # untimed: imports and first-use caches
-    bench_cycle.create_schema()
-    warmups = [run_ids[index * WARMUP_EPISODES:(index + 1) * WARMUP_EPISODES]
-               for index in range(processes * ROUNDS)]
-    run_ids = run_ids[processes * ROUNDS * WARMUP_EPISODES:]
-    slices = [run_ids[index::processes] for index in range(processes)]
-    raw = [bench_cycle.throughput(processes, seconds=RAW_WINDOW_S)]
-    runtime = []
-    for turn in range(ROUNDS):
-        runtime.append(_advance_in_processes([runs_of[turn::ROUNDS] for runs_of in slices],
-                                             warmups=warmups[turn * processes:(turn + 1) * processes]))
-        raw.append(bench_cycle.throughput(processes, seconds=RAW_WINDOW_S))
-    raw_rate = statistics.mean((before[0] + after[0]) / 2 for before, after in itertools.pairwise(raw))
-    runtime_rate = statistics.mean(ran / seconds for ran, seconds, _ in runtime)
-    done = sum(ran for ran, _, _ in runtime)
-    say(f"  {processes} process(es): runtime {done} episodes, {runtime_rate:.0f} ep/s; raw SQL {raw_rate:.0f} ep/s "
-        f"({ROUNDS} runtime rounds, each between two raw windows)")
-    ratio = runtime_rate / raw_rate
+    """Start episodes of real runs through the runtime in `processes` forked processes vs the raw cycle in as many
+    (simulator.bench_throughput): the rates, and the CPU per episode of each side."""
+    measured = bench_throughput.measure(version, organization, processes=processes, runs=runs,
+                                        contact=_contact(version), inputs=_inputs(version))
+    say(f"  {processes} process(es): runtime {measured.episodes} episodes, {measured.runtime_rate:.0f} ep/s; raw SQL "
+        f"{measured.raw_rate:.0f} ep/s ({bench_throughput.ROUNDS} runtime rounds, each between two raw windows)")
+    ratio = measured.runtime_rate / measured.raw_rate
     return [
-        Figure(f"episode throughput, {processes} process(es), runtime vs raw SQL", f"{runtime_rate:.0f} ep/s",
-               f"{raw_rate:.0f} ep/s raw", ratio, f">= {THROUGHPUT_TARGET:.2f}", ratio >= THROUGHPUT_TARGET),
-        _cpu_figure(processes, runtime=_per_episode([(ran, spent) for ran, _, spent in runtime]),
-                    raw=_per_episode([(episodes, spent) for _, episodes, spent in raw])),
+        Figure(f"episode throughput, {processes} process(es), runtime vs raw SQL", f"{measured.runtime_rate:.0f} ep/s",
+               f"{measured.raw_rate:.0f} ep/s raw", ratio, f">= {THROUGHPUT_TARGET:.2f}", ratio >= THROUGHPUT_TARGET),
+        _cpu_figure(processes, runtime=measured.runtime_cpu, raw=measured.raw_cpu),
     ]
-
-
-def _per_episode(measured: list[tuple[int, bench_cpu.Spent]]) -> bench_cpu.Spent:
-    """CPU seconds per episode over (episodes, CPU spent) measurements."""
-    episodes = sum(count for count, _ in measured) or 1
-    spent = sum((cpu for _, cpu in measured), bench_cpu.NOTHING)
-    return bench_cpu.Spent(worker=spent.worker / episodes,
-                           backend=None if spent.backend is None else spent.backend / episodes)
 
 
 def _cpu_figure(processes: int, *, runtime: bench_cpu.Spent, raw: bench_cpu.Spent) -> Figure:
@@ -358,34 +306,6 @@ def _query_ms(*, repeat: int = 30, warmup: int = 5) -> float:
             if attempt >= warmup:  # the first executions warm the cache and the plan
                 timings.append((time.perf_counter() - started) * 1000)
     return min(timings)
-
-
-def _advance_in_processes(slices: list[list[int]], *, warmups: list[list[int]]) -> tuple[int, float, bench_cpu.Spent]:
-    """Run `advance_run` over each slice of run ids in its own forked process, after that process's `warmups`
-    (untimed): (episodes run, slowest wall, the CPU the processes and their backends took)."""
-    connections.close_all()  # each child opens its own connection
-    context = multiprocessing.get_context("fork")
-    results = context.Queue()
-
-    def advance(run_ids: list[int], warmup: list[int]) -> None:
-        for run_id in warmup:
-            worker.advance_run(run_id, owner="bench")
-        connection.ensure_connection()
-        meter = bench_cpu.Meter(connection.connection.info)
-        started = time.perf_counter()
-        ran = sum(worker.advance_run(run_id, owner="bench") for run_id in run_ids)
-        results.put((ran, time.perf_counter() - started, meter.spent()))
-        connections.close_all()
-
-    children = [context.Process(target=advance, args=(run_ids, warmup))
-                for run_ids, warmup in zip(slices, warmups, strict=True)]
-    for child in children:
-        child.start()
-    done = [results.get() for _ in children]
-    for child in children:
-        child.join()
-    return (sum(ran for ran, _, _ in done), max(wall for _, wall, _ in done),
-            sum((spent for _, _, spent in done), bench_cpu.NOTHING))
 
 
 def _bench_organization() -> Organization:

@@ -11,8 +11,16 @@ from django_q.models import OrmQ
 
 from runs import dispatch, queue
 from runs.models import Contact, Episode, Run, Task
-from simulator import bench, bench_burst, bench_cpu, bench_cycle, bench_lag, bench_sql
-from tests.factories import ContactFactory, EpisodeFactory, OrganizationFactory, RunFactory, TaskFactory, plan_version
+from simulator import bench, bench_burst, bench_cpu, bench_cycle, bench_lag, bench_sql, bench_throughput, sim_org
+from tests.factories import (
+    ContactFactory,
+    EpisodeFactory,
+    OrganizationFactory,
+    RunFactory,
+    TaskFactory,
+    deployed_agent,
+    plan_version,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -133,3 +141,25 @@ def test_the_cpu_figure_adds_the_backend_to_the_worker_when_both_sides_have_it()
     assert both.measured == "5.00 ms (3.00 worker + 2.00 PostgreSQL)" and both.ratio == pytest.approx(0.2)
     assert remote.measured.startswith("3.00 ms (worker;") and remote.ratio == pytest.approx(0.2)
     assert both.ok is None and remote.ok is None  # reported, never a target
+
+
+@pytest.mark.django_db(transaction=True)
+def test_throughput_times_only_its_runs_after_each_process_warmed_up_on_runs_of_its_own(monkeypatch, settings):
+    """One process, three rounds: every run it made ran its start episode once, the warm-ups untimed."""
+    settings.LUCIA_LLM = "scripted"
+    monkeypatch.setattr(bench_throughput, "RAW_WINDOW_S", 0.05)
+    monkeypatch.setattr(bench_throughput, "WARMUP_EPISODES", 2)
+    organization, deployment = deployed_agent(organization=OrganizationFactory(sandbox=True))
+    sim_org.ensure_identities(organization)
+    contact = {"role": "vendor", "name": "Bench Vendor", "email": "vendor@bench.example", "phone": "+15550000001"}
+
+    measured = bench_throughput.measure(deployment.version, organization, processes=1, runs=3, contact=contact,
+                                        inputs={})
+
+    runs = Run.objects.filter(organization=organization)
+    assert runs.count() == 3 + 2 * 3 + 1  # timed, warm-ups of each round, one untimed in the parent
+    assert Episode.objects.filter(run__in=runs, kind="start", status="done").count() == runs.count()
+    assert measured.episodes == 3 and measured.runtime_rate > 0 and measured.raw_rate > 0
+    assert measured.runtime_cpu.worker > 0
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE bench_cycle_journal, bench_cycle_episodes, bench_cycle_runs")
