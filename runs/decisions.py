@@ -58,9 +58,10 @@ class Standing:
     episode_id: int
     tasks: list[Task]
     contacts: list[Contact]
-    # When the run's first held row may go out (runs.outbox.earliest_held); None when nothing is held.
+    # When the run's first held row may go out (the earliest not_before of its pending or sending rows); None when
+    # nothing is held.
     held_until: datetime | None
-    # The episode reached the contact (or may have, or will: held and drafts count; runs.outbox REACHED).
+    # The episode reached the contact (or may have, or will: held rows and drafts count; see REACHED).
     sent_something: bool
     # It reached them now (sent, sending or uncertain), not only held.
     sent_now: bool

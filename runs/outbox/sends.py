@@ -1,13 +1,10 @@
-"""The outbox: one row per intended send, found again by its key. The only module writing OutboxMessage
-(besides escalations.resolve settling an uncertain row a human decided). Runs' sends and the escalation
-notices of runs.notifications (no run, never counted against a contact's caps) both live here. Drafts
-awaiting approval are released or discarded here too, on a human's answer (runs.approvals).
+"""A run's sends in the outbox: one row per intended send, found again by its key.
 
 The key comes from runtime state only (DESIGN §6 Tools), so a re-executed
 episode finds the row its first attempt wrote, and the row's payload (not a
 rewritten one) is what goes out. Every write runs under the lease fence and
 re-reads the row locked, so a transition is applied only from the state the
-caller saw.
+caller saw. Drafts awaiting approval are released or discarded here too, on a human's answer (runs.approvals).
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ import json
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 
 from connectors import addresses
@@ -30,7 +26,6 @@ from runs.models import Contact, Episode, EpisodeStatus, EscalationKind, OutboxM
 SENT_FROM = (OutboxStatus.SENDING, OutboxStatus.UNCERTAIN, OutboxStatus.PENDING)
 # What `begin_send` moves from.
 BEGIN_FROM = [OutboxStatus.PENDING.value, OutboxStatus.SENDING.value]
-NOTICE_TOOL = "notify_escalation"
 
 
 def normalize_recipient(channel: str, contact: Contact) -> str:
@@ -166,7 +161,7 @@ def discard_draft(message_id: int) -> OutboxMessage | None:
 def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -> OutboxMessage:
     """Keep a pending row waiting until `not_before` (its window or cap moved on before it could go out)."""
     with ctx.fence():
-        locked = _locked(message)
+        locked = lock_row(message)
         if locked.status == OutboxStatus.PENDING:
             locked.not_before = not_before
             locked.save(update_fields=["not_before"])
@@ -248,7 +243,7 @@ def _sent_rider(message: OutboxMessage) -> leases.Rider:
 def record_failed(ctx: EpisodeContext, message: OutboxMessage, *, error: str) -> OutboxMessage:
     """Failed for good: a permanent provider error or a suppressed recipient. Never retried."""
     with ctx.fence():
-        locked = _locked(message)
+        locked = lock_row(message)
         if locked.status in (OutboxStatus.PENDING, OutboxStatus.SENDING):
             locked.mark_failed()
             locked.error = error[:4000]
@@ -259,7 +254,7 @@ def record_failed(ctx: EpisodeContext, message: OutboxMessage, *, error: str) ->
 def record_not_sent(ctx: EpisodeContext, message: OutboxMessage, *, error: str) -> OutboxMessage:
     """Back to pending: the provider confirmed it never got the message; a later attempt sends it."""
     with ctx.fence():
-        locked = _locked(message)
+        locked = lock_row(message)
         if locked.status == OutboxStatus.SENDING:
             locked.mark_not_sent()
             locked.error = error[:4000]
@@ -271,7 +266,7 @@ def record_retry(ctx: EpisodeContext, message: OutboxMessage, *, error: str, not
     """sending → pending until `not_before`: the provider certainly did not take it (nothing left the process,
     or it refused for now), so it is sent again then, with no lookup and no human."""
     with ctx.fence():
-        locked = _locked(message)
+        locked = lock_row(message)
         if locked.status == OutboxStatus.SENDING:
             locked.mark_not_sent()
             locked.error = error[:4000]
@@ -285,7 +280,7 @@ def await_lookup(ctx: EpisodeContext, message: OutboxMessage, *, not_before: dat
     """Keep a `sending` row until `not_before`, when the provider is asked whether it took it. Nothing is sent
     again before that lookup says "not found". `lookup_failed`: a lookup could not be answered now (counted)."""
     with ctx.fence():
-        locked = _locked(message)
+        locked = lock_row(message)
         if locked.status == OutboxStatus.SENDING:
             locked.not_before = not_before
             fields = ["not_before"]
@@ -308,7 +303,7 @@ def record_uncertain(ctx: EpisodeContext, message: OutboxMessage, *, error: str,
     escalation's context ("provider_lookup") for the person who decides.
     """
     with ctx.fence() as run:
-        locked = _locked(message)
+        locked = lock_row(message)
         if locked.status == OutboxStatus.SENDING:
             _make_uncertain(run, locked, episode=ctx.episode, error=error, lookup=lookup)
     return locked
@@ -352,87 +347,6 @@ def _make_uncertain(run: Run, locked: OutboxMessage, *, episode: Episode, error:
     )
 
 
-def _locked(message: OutboxMessage) -> OutboxMessage:
+def lock_row(message: OutboxMessage) -> OutboxMessage:
+    """The row as it stands, locked until the transaction ends."""
     return OutboxMessage.objects.select_for_update(no_key=True).get(pk=message.pk)
-
-
-# Notices: what runs.notifications tells an organization's ops team about an escalation. No run, no lease:
-# each write is a short transaction on the row itself.
-
-def notice_key(escalation_id: int, *, attempt: int, channel: str) -> str:
-    """The same escalation, attempt and channel always give the same key, so a retried transaction or a
-    second pass over the same escalation finds the row instead of queueing another notice."""
-    return hashlib.sha256(f"escalation-notice|{escalation_id}|{attempt}|{channel}".encode()).hexdigest()
-
-
-def open_notice(escalation_id: int, *, attempt: int, channel: str, recipient: str, payload: dict,
-                not_before: datetime | None) -> OutboxMessage:
-    """The pending notice for (escalation, attempt, channel), created when new; `not_before` holds it
-    through the ops team's quiet hours."""
-    message, _ = OutboxMessage.objects.get_or_create(
-        idem_key=notice_key(escalation_id, attempt=attempt, channel=channel),
-        defaults={"escalation_id": escalation_id, "tool": NOTICE_TOOL, "channel": channel, "recipient": recipient,
-                  "ordinal": attempt, "payload": payload, "created_at": clock.wall_now(), "not_before": not_before},
-    )
-    return message
-
-
-def claim_notices(*, batch: int) -> list[OutboxMessage]:
-    """Due pending notices moved to `sending` (one more attempt) for this caller alone; SKIP LOCKED: another
-    dispatcher holds those."""
-    now = clock.wall_now()
-    with transaction.atomic():
-        rows = list(
-            OutboxMessage.objects.select_for_update(no_key=True, skip_locked=True)
-            .filter(escalation__isnull=False, status=OutboxStatus.PENDING)
-            .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
-            .order_by("not_before", "id")[:batch]
-        )
-        for row in rows:
-            row.begin_send()
-            row.attempted_at = now
-            row.not_before = None
-            row.save(update_fields=["status", "attempts", "attempted_at", "not_before"])
-    return rows
-
-
-def settle_notice(message: OutboxMessage, *, sent: bool = False, provider_message_id: str = "", error: str = "",
-                  retry_at: datetime | None = None, uncertain: bool = False) -> OutboxMessage:
-    """A claimed notice's outcome: sent; back to pending until `retry_at` (the provider certainly did not take
-    it); uncertain (it may have gone out: never sent again); or failed for good."""
-    with transaction.atomic():
-        locked = _locked(message)
-        if locked.status != OutboxStatus.SENDING:
-            return locked
-        if sent:
-            locked.mark_sent()
-            locked.sent_at = clock.wall_now()
-            locked.provider_message_id = provider_message_id[:200]
-        elif retry_at is not None:
-            locked.mark_not_sent()
-            locked.not_before = retry_at
-        elif uncertain:
-            locked.mark_uncertain()
-        else:
-            locked.mark_failed()
-        locked.error = error[:4000]
-        locked.save(update_fields=["status", "sent_at", "provider_message_id", "not_before", "error"])
-    return locked
-
-
-def claim_stale_notices(*, attempted_before: datetime, batch: int) -> list[tuple[OutboxMessage, datetime]]:
-    """Notices left `sending` since before `attempted_before` (their sender died between claim and settle),
-    each with the time of that attempt; re-stamped now so no other dispatcher looks them up meanwhile."""
-    now = clock.wall_now()
-    with transaction.atomic():
-        rows = list(
-            OutboxMessage.objects.select_for_update(no_key=True, skip_locked=True)
-            .filter(escalation__isnull=False, status=OutboxStatus.SENDING, attempted_at__lt=attempted_before)
-            .order_by("attempted_at", "id")[:batch]
-        )
-        stale = [(row, row.attempted_at) for row in rows]
-        for row in rows:
-            row.attempted_at = now
-            row.lookups += 1
-            row.save(update_fields=["attempted_at", "lookups"])
-    return stale
