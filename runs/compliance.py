@@ -178,8 +178,8 @@ def recount(ctx: EpisodeContext, *, recipient: str, now: datetime) -> Recount:
     limits = _limits(ctx.plan)
     name = f"caps_{leases.tag()}"
     longest = max((span for _, _, span in limits), default=timedelta(0))
-    params = {f"{name}_recipient": recipient, f"{name}_statuses": list(COUNTED_STATUSES),
-              f"{name}_organization": ctx.run.organization_id, f"{name}_since": now - longest, f"{name}_until": now}
+    params = {f"{name}_recipient": recipient, f"{name}_organization": ctx.run.organization_id,
+              f"{name}_since": now - longest, f"{name}_until": now}
     caps = {window: limit for window, limit, _ in limits}
     for window, span in CAP_WINDOWS:
         params[f"{name}_{window}"] = caps.get(window)
@@ -252,7 +252,7 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
     # A held row counts from when it went out (sent_at), not from when it was decided. Prepared (runs.statements):
     # a real send with caps reads this under the address's lock, on the hot path.
     with statements.cursor() as cursor:
-        params = {"recipient": recipient, "statuses": list(COUNTED_STATUSES), "since": since, "until": until}
+        params = {"recipient": recipient, "since": since, "until": until}
         if run.sim:
             cursor.execute(SIM_SEND_TIMES_SQL, {**params, "run": run.pk})
         else:
@@ -265,9 +265,10 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
 # real runs' (a notice, which has no run, is never counted).
 _SEND_TIMES_SQL = """
     SELECT coalesce(m.sent_at, m.created_at) FROM runs_outboxmessage m {join}
-     WHERE m.recipient = %(recipient)s AND m.status = ANY(%(statuses)s) AND {scope}
+     WHERE m.recipient = %(recipient)s AND m.status IN (__COUNTED__) AND {scope}
        AND ((m.created_at > %(since)s AND m.created_at <= %(until)s)
             OR (m.sent_at > %(since)s AND m.sent_at <= %(until)s))"""
+_SEND_TIMES_SQL = _SEND_TIMES_SQL.replace("__COUNTED__", statements.literals(COUNTED_STATUSES))
 SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="JOIN runs_run r ON r.id = m.run_id",
                                         scope="r.organization_id = %(organization)s AND NOT r.sim")
 SIM_SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="", scope="m.run_id = %(run)s")

@@ -147,7 +147,7 @@ FACTS_SQL = """
                       WHERE i.organization_id = h.organization_id),
       'suppressions', (
           SELECT coalesce(json_agg(json_build_array(s.channel, s.address)), '[]') FROM connectors_suppression s
-           WHERE s.organization_id = h.organization_id AND s.channel = ANY(%(channels)s)
+           WHERE s.organization_id = h.organization_id AND s.channel IN (__CHANNELS__)
              AND s.address = ANY((SELECT addresses FROM known)::text[])),
       'handed_off', EXISTS (SELECT 1 FROM runs_escalation x
                              WHERE x.run_id = h.id AND x.kind = 'handoff' AND x.status = 'open'),
@@ -167,7 +167,8 @@ CAPS_SQL = """(SELECT coalesce(json_agg(json_build_array(o.recipient, o.created_
 SIM_SENDS_SQL = CAPS_SQL.replace("__SCOPE__", "o.run_id = h.id")
 REAL_SENDS_SQL = CAPS_SQL.replace(
     "__SCOPE__", "(SELECT r.organization_id = h.organization_id AND NOT r.sim FROM runs_run r WHERE r.id = o.run_id)")
-FACTS_SQL = FACTS_SQL.replace("__SIM_SENDS__", SIM_SENDS_SQL).replace("__REAL_SENDS__", REAL_SENDS_SQL)
+FACTS_SQL = (FACTS_SQL.replace("__SIM_SENDS__", SIM_SENDS_SQL).replace("__REAL_SENDS__", REAL_SENDS_SQL)
+             .replace("__CHANNELS__", statements.literals(CHANNELS)))
 
 
 def _start_sql(head: str) -> str:
@@ -268,7 +269,7 @@ def _start(sql: str, params: dict, *, unflushed: bool) -> Start:
 
 def _params(*, unflushed: bool) -> dict:
     return {"wall": clock.wall_now(), "history": HISTORY_ENTRIES, "caps_lookback": CAPS_LOOKBACK,
-            "channels": CHANNELS, "unflushed": unflushed}
+            "unflushed": unflushed}
 
 
 def _has_caps(plan: dict) -> bool:

@@ -126,6 +126,13 @@ def _load_timestamps(raw: PreparingCursor, timezone) -> None:
         register_tzloader(timezone, raw)
 
 
+def literals(values) -> str:
+    """Constants (statuses, channels) written into a statement's text as SQL string literals, `'a', 'b'`, for an
+    `IN (...)`: a list parameter costs psycopg an array dumper on every execution, a literal nothing once the text is
+    prepared."""
+    return ", ".join("'" + str(value).replace("'", "''") + "'" for value in values)
+
+
 def fetch_dicts(sql: str, params: dict | list) -> list[dict]:
     """Run `sql`; its rows as dicts by column name."""
     # Names come from the result (never cached by text: a migration changes what `RETURNING *` returns).

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from connectors import addresses
-from runs import clock, compliance, escalations, leases
+from runs import clock, compliance, escalations, leases, statements
 from runs.context import EpisodeContext
 from runs.models import Contact, Episode, EpisodeStatus, EscalationKind, OutboxMessage, OutboxStatus, Run
 
@@ -26,6 +26,8 @@ from runs.models import Contact, Episode, EpisodeStatus, EscalationKind, OutboxM
 SENT_FROM = (OutboxStatus.SENDING, OutboxStatus.UNCERTAIN, OutboxStatus.PENDING)
 # What `begin_send` moves from.
 BEGIN_FROM = [OutboxStatus.PENDING.value, OutboxStatus.SENDING.value]
+# The two as written into the riders' texts (constants, not parameters: runs.statements.literals).
+SENT_FROM_SQL, BEGIN_FROM_SQL = statements.literals(SENT_FROM), statements.literals(BEGIN_FROM)
 
 
 def normalize_recipient(channel: str, contact: Contact) -> str:
@@ -200,10 +202,10 @@ def _begin_rider(message: OutboxMessage, *, attempted_at: datetime,
 {name} AS (
     UPDATE runs_outboxmessage
        SET status = 'sending', attempts = attempts + 1, attempted_at = %({name}_at)s, not_before = NULL, lookups = 0
-     WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced){room}
+     WHERE id = %({name}_id)s AND status IN ({BEGIN_FROM_SQL}) AND EXISTS (SELECT 1 FROM fenced){room}
  RETURNING attempts
 )""",  # noqa: S608 (constants; every value is a parameter)
-        params={f"{name}_at": attempted_at, f"{name}_id": message.pk, f"{name}_from": BEGIN_FROM},
+        params={f"{name}_at": attempted_at, f"{name}_id": message.pk},
         returning=f", (SELECT attempts FROM {name}) AS {name}",  # noqa: S608
     )
     return update if within_caps is None else within_caps.rider + update
@@ -233,10 +235,10 @@ def _sent_rider(message: OutboxMessage) -> leases.Rider:
     UPDATE runs_outboxmessage
        SET status = 'sent', provider_message_id = %({name}_provider)s, sent_at = %({name}_at)s, error = '',
            not_before = NULL
-     WHERE id = %({name}_id)s AND status = ANY(%({name}_from)s) AND EXISTS (SELECT 1 FROM fenced)
+     WHERE id = %({name}_id)s AND status IN ({SENT_FROM_SQL}) AND EXISTS (SELECT 1 FROM fenced)
 )""",  # noqa: S608 (constants; every value is a parameter)
         params={f"{name}_provider": message.provider_message_id, f"{name}_at": message.sent_at,
-                f"{name}_id": message.pk, f"{name}_from": list(SENT_FROM)},
+                f"{name}_id": message.pk},
     )
 
 
