@@ -54,6 +54,7 @@ class SandboxMessage(models.Model):
                                      db_index=False)
     channel = models.CharField(max_length=16, choices=Channel.choices)
     # Unique: a resend of the same key (crash between send and record) stores nothing new.
+    # Unique, without the LIKE index Django makes beside a unique CharField (connectors 0009 dropped it).
     idem_key = models.CharField(max_length=64, unique=True)
     recipient = models.CharField(max_length=254)
     payload = models.JSONField(default=dict)

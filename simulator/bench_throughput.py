@@ -90,15 +90,18 @@ def _per_episode(measured: list[tuple[int, bench_cpu.Spent]]) -> bench_cpu.Spent
 
 def _advance_in_processes(slices: list[list[int]], *, warmups: list[list[int]]) -> tuple[int, float, bench_cpu.Spent]:
     """Run `advance_run` over each slice of run ids in its own forked process, after that process's `warmups`
-    (untimed): (episodes run, slowest wall, the CPU the processes and their backends took)."""
+    (untimed; the timed parts start together): (episodes run, slowest wall, the CPU the processes and their
+    backends took)."""
     connections.close_all()  # each child opens its own connection
     context = multiprocessing.get_context("fork")
     results = context.Queue()
+    warmed_up = context.Barrier(len(slices))
 
     def advance(run_ids: list[int], warmup: list[int]) -> None:
         for run_id in warmup:
             worker.advance_run(run_id, owner="bench")
         connection.ensure_connection()
+        warmed_up.wait()  # the slowest process's wall is the round's only if every timed part starts together
         meter = bench_cpu.Meter(connection.connection.info)
         started = time.perf_counter()
         ran = sum(worker.advance_run(run_id, owner="bench") for run_id in run_ids)

@@ -6,6 +6,7 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+    atomic = False  # CONCURRENTLY: sandbox sends go on meanwhile
 
     dependencies = [
         ('connectors', '0008_covered_foreign_key_indexes'),
@@ -13,8 +14,8 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunSQL(
-            'DROP INDEX IF EXISTS "connectors_sandboxmessage_idem_key_d342e5e7_like"',
-            reverse_sql='CREATE INDEX IF NOT EXISTS "connectors_sandboxmessage_idem_key_d342e5e7_like"'
+            'DROP INDEX CONCURRENTLY IF EXISTS "connectors_sandboxmessage_idem_key_d342e5e7_like"',
+            reverse_sql='CREATE INDEX CONCURRENTLY IF NOT EXISTS "connectors_sandboxmessage_idem_key_d342e5e7_like"'
                         ' ON "connectors_sandboxmessage" ("idem_key" varchar_pattern_ops)',
         ),
     ]

@@ -23,6 +23,8 @@ class OutboxMessage(FSMModelMixin, models.Model):
     (runs.notifications) has the escalation instead: it is no run's outreach and no customer's contact.
     """
 
+    # Unique, and without the LIKE index Django makes beside a unique CharField (runs 0017 dropped it: nothing
+    # queries a prefix). An AlterField of this field would make it again: drop it in that migration too.
     idem_key = models.CharField(max_length=64, unique=True)
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="outbox")
     episode = models.ForeignKey(Episode, null=True, blank=True, on_delete=models.CASCADE, related_name="outbox")
@@ -60,7 +62,8 @@ class OutboxMessage(FSMModelMixin, models.Model):
             # notifications.send_due: pending notices whose hold is over.
             models.Index(fields=["not_before"], name="outbox_pending_notice",
                          condition=models.Q(status="pending", escalation__isnull=False)),
-            # A notice's escalation (a run's sends have none): indexed only where set, as runs.Run's people.
+            # An escalation's notices (`escalation.notices`, and their cascade when an escalation is deleted); a
+            # run's sends have none, so only where set, as runs.Run's people.
             models.Index(fields=["escalation"], name="outbox_escalation",
                          condition=models.Q(escalation__isnull=False)),
         ]

@@ -406,6 +406,7 @@ def test_an_edit_whose_review_lost_the_run_s_lease_is_refused_and_its_verdict_no
         with pytest.raises(approvals.EditRefused, match="submit the edit again"):
             answers.answer(option="edit", escalation=escalation, text="Could you send the W-9 when you can?", via="api")
 
+    assert len(server.requests) == 1  # the review had the lease and asked the model: its write was refused
     assert not JournalEntry.objects.filter(run=run, kind=JournalKind.MODEL_CALL, model_provider="openai").exists()
     run.refresh_from_db()
     assert run.lease_owner == "successor"  # the review gives back only a lease of its own

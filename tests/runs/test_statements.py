@@ -133,3 +133,16 @@ def test_a_new_connection_lends_none_of_the_old_ones_cursors():
         assert fresh.cursor is not kept and fresh.cursor.connection is connection.connection
         fresh.execute("SELECT 4")
         assert fresh.fetchall() == [(4,)]
+
+
+def test_constants_written_into_a_statement_match_as_the_parameter_did():
+    with statements.cursor() as cursor:
+        cursor.execute(f"SELECT 'sent' IN ({statements.literals(['sending', 'sent'])}),"
+                       f" 'failed' IN ({statements.literals(['sending', 'sent'])})")
+        assert cursor.fetchone() == (True, False)
+
+
+@pytest.mark.parametrize("value", ["it's", "50%", "Sent", ""])
+def test_only_names_are_written_into_a_statement(value):
+    with pytest.raises(ValueError, match="not constant names"):
+        statements.literals(["sent", value])
