@@ -78,7 +78,7 @@ SELECT state.status, state.next_due, state.sent, state.approvals, (SELECT virtua
 # for psycopg to adapt every turn.
 STATE_SQL = (STATE_SQL.replace("__QUEUED__", EpisodeStatus.QUEUED).replace("__SENT__", OutboxStatus.SENT)
              .replace("__APPROVAL__", EscalationKind.APPROVAL).replace("__OPEN__", EscalationStatus.OPEN)
-             .replace("__OPEN_STATUSES__", ", ".join(f"'{status}'" for status in OPEN_RUN_STATUSES)))
+             .replace("__OPEN_STATUSES__", statements.literals(OPEN_RUN_STATUSES)))
 
 # The clock moved when STATE_SQL could not move it (a turn with sends to hear or an approval to answer).
 JUMP_SQL = "UPDATE runs_run SET virtual_now = %(at)s WHERE id = %(run)s"
