@@ -6,6 +6,8 @@ import functools
 from datetime import UTC, datetime
 from pathlib import Path
 
+from django.db import connection
+
 from agents.config.compiler import compile_config
 from agents.config.validation import validate_source
 from connectors import attachments
@@ -67,6 +69,17 @@ def claim(run: Run, *, owner: str = "test-worker") -> int:
     epoch = leases.claim(run.pk, owner=owner)
     assert epoch is not None
     return epoch
+
+
+def hold_lease(run: Run, *, seconds: int, epoch: int = 1) -> None:
+    """Give the run a lease (owner `w`) that expires `seconds` from now (negative: already expired), on the
+    database's clock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE runs_run SET lease_owner = 'w', lease_epoch = %s,"
+            " lease_expires_at = now() + make_interval(secs => %s) WHERE id = %s",
+            [epoch, seconds, run.pk],
+        )
 
 
 def context(run: Run, episode: Episode, *, epoch: int, heartbeat: lease_renewals.Heartbeat | None = None,

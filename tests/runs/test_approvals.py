@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from datetime import timedelta
-from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -12,11 +12,9 @@ from django.db import connection
 
 from connectors.models import SandboxMessage
 from runs import answers, approvals, escalations, events, leases, worker
-from runs.llm.base import ChatRequest, ModelReply, ToolCall
 from runs.models import (
     Episode,
     EpisodeKind,
-    EpisodeStatus,
     Escalation,
     EscalationKind,
     EscalationStatus,
@@ -27,74 +25,20 @@ from runs.models import (
     Run,
     RunStatus,
 )
+from tests.fakes.openai_server import FakeOpenAIServer, completion
+from tests.runs import approval_helpers as a
 from tests.runs import loop_helpers as h
 from tests.runs import send_helpers as s
 
 
-class Recording(h.CountingProvider):
-    """The scripted model, keeping every request's text so a test can see what the agent read."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-
-    def complete(self, request: ChatRequest) -> ModelReply:
-        self.texts.append("\n".join(str(m.get("content") or "") for m in request.messages))
-        return super().complete(request)
-
-
-class Sender:
-    """A model that makes one send (the given tool and arguments) in its first episode, then stops."""
-
-    name = "scripted"
-
-    def __init__(self, tool: str, arguments: dict) -> None:
-        self.pending = [(tool, arguments)]
-
-    def complete(self, request: ChatRequest) -> ModelReply:
-        calls = []
-        if request.messages[-1]["role"] != "tool" and self.pending:
-            tool, arguments = self.pending.pop(0)
-            calls = [ToolCall(id="call-1", name=tool, arguments=arguments)]
-        return ModelReply(content=None if calls else "done", tool_calls=calls,
-                          finish_reason="tool_calls" if calls else "stop", tokens_in=1, tokens_out=1,
-                          cost=Decimal("0"), model_name="scripted", provider="scripted")
-
-
-def _plan(outbound: str = "all", **channels: str) -> dict:
-    return h.template_plan(approvals={"outbound": outbound, "channels": channels})
-
-
-def _started(monkeypatch, plan: dict, provider=None) -> tuple[Run, Recording]:
-    provider = provider or Recording()
-    h.use_provider(monkeypatch, provider)
-    run = h.make_run(plan)
-    events.record_event(run, kind=EpisodeKind.START, payload={}, dedupe_key="start")
-    return _at(run, h.BUSINESS_HOURS), provider
-
-
-def _at(run: Run, now) -> Run:
-    Run.objects.filter(pk=run.pk).update(virtual_now=now)
-    worker.advance_run(run.pk)
-    return Run.objects.get(pk=run.pk)
-
-
-def _open_approval(run: Run) -> Escalation:
-    return Escalation.objects.get(run=run, kind=EscalationKind.APPROVAL, status=EscalationStatus.OPEN)
-
-
-def _next_followup(run: Run) -> Episode:
-    return Episode.objects.filter(run=run, kind=EpisodeKind.FOLLOWUP, status=EpisodeStatus.QUEUED).get()
-
-
 @pytest.mark.django_db
 def test_with_approval_on_the_first_message_waits_as_a_draft_and_the_run_sleeps_on_human_approval(monkeypatch):
-    run, _ = _started(monkeypatch, _plan("all"))
+    run, _ = a.started(monkeypatch, a.plan("all"))
 
     draft = OutboxMessage.objects.get(run=run)
     assert draft.status == OutboxStatus.AWAITING_APPROVAL
     assert SandboxMessage.objects.count() == 0
-    escalation = _open_approval(run)
+    escalation = a.open_approval(run)
     assert escalation.outbox_message_id == draft.pk
     assert escalation.context["draft"]["recipient"] == h.VENDOR_EMAIL
     assert escalation.context["draft"]["channel"] == "email"
@@ -105,13 +49,13 @@ def test_with_approval_on_the_first_message_waits_as_a_draft_and_the_run_sleeps_
 
 @pytest.mark.django_db
 def test_an_approved_draft_goes_out_once_as_written_and_the_ladder_resumes_from_then(monkeypatch):
-    run, _ = _started(monkeypatch, _plan("all"))
+    run, _ = a.started(monkeypatch, a.plan("all"))
     draft = OutboxMessage.objects.get(run=run)
     user = get_user_model().objects.create_user("olivia", password="x-long-password-123")
 
-    answers.answer(option="approve", escalation=_open_approval(run), by_user=user, via="admin")
+    answers.answer(option="approve", escalation=a.open_approval(run), by_user=user, via="admin")
     approved_at = h.BUSINESS_HOURS + timedelta(hours=2)
-    run = _at(run, approved_at)
+    run = a.advanced_at(run, approved_at)
 
     draft.refresh_from_db()
     assert draft.status == OutboxStatus.SENT and draft.attempts == 1
@@ -121,7 +65,7 @@ def test_an_approved_draft_goes_out_once_as_written_and_the_ladder_resumes_from_
     assert entry.data["decision"] == "approved" and entry.data["by_username"] == "olivia"
     # The ladder counts from when the message went out: step 1 is three business days after the approval.
     assert run.status == RunStatus.WAITING and run.wake_when.startswith("followup:")
-    assert _next_followup(run).due_at >= approved_at + timedelta(days=3)
+    assert a.next_followup(run).due_at >= approved_at + timedelta(days=3)
     with pytest.raises(escalations.EscalationClosed):
         answers.answer(option="approve", escalation=Escalation.objects.get(pk=_open_approval_pk(run)), via="api")
     assert SandboxMessage.objects.count() == 1
@@ -133,15 +77,15 @@ def _open_approval_pk(run: Run) -> int:
 
 @pytest.mark.django_db
 def test_an_edited_draft_sends_the_edited_text_and_journals_who_edited_it(monkeypatch):
-    run, _ = _started(monkeypatch, _plan("all"))
+    run, _ = a.started(monkeypatch, a.plan("all"))
     draft = OutboxMessage.objects.get(run=run)
     original = draft.payload["body"]
     user = get_user_model().objects.create_user("marta", password="x-long-password-123")
     edited = "Hi Dana, a quick note from Marta: could you send the signed W-9 this week?"
 
-    answers.answer(option="edit", escalation=_open_approval(run), text=edited, data={"subject": "W-9, please"},
+    answers.answer(option="edit", escalation=a.open_approval(run), text=edited, data={"subject": "W-9, please"},
                    by_user=user, via="api")
-    run = _at(run, h.BUSINESS_HOURS + timedelta(minutes=30))
+    run = a.advanced_at(run, h.BUSINESS_HOURS + timedelta(minutes=30))
 
     [sent] = SandboxMessage.objects.all()
     assert sent.idem_key == draft.idem_key
@@ -154,8 +98,8 @@ def test_an_edited_draft_sends_the_edited_text_and_journals_who_edited_it(monkey
 
 @pytest.mark.django_db
 def test_an_edit_the_guardrail_blocks_is_refused_with_the_reason_and_the_draft_keeps_waiting(monkeypatch):
-    run, _ = _started(monkeypatch, _plan("all"))
-    escalation = _open_approval(run)
+    run, _ = a.started(monkeypatch, a.plan("all"))
+    escalation = a.open_approval(run)
 
     with pytest.raises(approvals.EditRefused, match="foreign_reference.*payme@evil.example"):
         answers.answer(option="edit", escalation=escalation, text="Send the W-9 to payme@evil.example instead.",
@@ -174,11 +118,11 @@ def test_an_edit_the_guardrail_blocks_is_refused_with_the_reason_and_the_draft_k
 
 @pytest.mark.django_db
 def test_a_rejected_draft_is_never_sent_and_the_agent_reads_the_guidance_on_its_next_episode(monkeypatch):
-    run, model = _started(monkeypatch, _plan("all"))
+    run, model = a.started(monkeypatch, a.plan("all"))
     guidance = "Mention that the portal upload at the vendor page also works."
 
-    answers.answer(option="reject", escalation=_open_approval(run), text=guidance, via="api")
-    run = _at(run, h.BUSINESS_HOURS + timedelta(hours=1))
+    answers.answer(option="reject", escalation=a.open_approval(run), text=guidance, via="api")
+    run = a.advanced_at(run, h.BUSINESS_HOURS + timedelta(hours=1))
 
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.REJECTED
     assert SandboxMessage.objects.count() == 0
@@ -186,24 +130,24 @@ def test_a_rejected_draft_is_never_sent_and_the_agent_reads_the_guidance_on_its_
     entry = JournalEntry.objects.get(run=run, kind=JournalKind.APPROVAL)
     assert (entry.data["decision"], entry.data["guidance"]) == ("rejected", guidance)
     # The ladder goes on: its next step writes a new draft, which waits for approval again.
-    followup = _next_followup(run)
-    run = _at(run, followup.due_at)
+    followup = a.next_followup(run)
+    run = a.advanced_at(run, followup.due_at)
     drafts = OutboxMessage.objects.filter(run=run).order_by("id")
     assert [d.status for d in drafts] == [OutboxStatus.REJECTED, OutboxStatus.AWAITING_APPROVAL]
     assert guidance not in drafts[1].payload["body"]
-    assert _open_approval(run).outbox_message_id == drafts[1].pk
+    assert a.open_approval(run).outbox_message_id == drafts[1].pk
     assert SandboxMessage.objects.count() == 0
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("mode", "second_waits"), [("first_message", False), ("all", True)])
 def test_first_message_needs_approval_once_per_contact_and_all_needs_it_every_time(monkeypatch, mode, second_waits):
-    run, _ = _started(monkeypatch, _plan(mode))
-    answers.answer(option="approve", escalation=_open_approval(run), via="api")
-    run = _at(run, h.BUSINESS_HOURS + timedelta(minutes=5))
+    run, _ = a.started(monkeypatch, a.plan(mode))
+    answers.answer(option="approve", escalation=a.open_approval(run), via="api")
+    run = a.advanced_at(run, h.BUSINESS_HOURS + timedelta(minutes=5))
     assert SandboxMessage.objects.count() == 1
 
-    run = _at(run, _next_followup(run).due_at)
+    run = a.advanced_at(run, a.next_followup(run).due_at)
 
     second = OutboxMessage.objects.filter(run=run).order_by("id")[1]
     if second_waits:
@@ -216,28 +160,28 @@ def test_first_message_needs_approval_once_per_contact_and_all_needs_it_every_ti
 
 @pytest.mark.django_db
 def test_a_channel_setting_overrides_the_agent_setting(monkeypatch):
-    plan = _plan("none", email="all")
+    plan = a.plan("none", email="all")
     assert approvals.mode_for(plan, channel="email") == "all"
     assert approvals.mode_for(plan, channel="sms") == "none"
-    run, _ = _started(monkeypatch, plan)
+    run, _ = a.started(monkeypatch, plan)
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.AWAITING_APPROVAL
 
 
 @pytest.mark.django_db
 def test_without_approvals_a_message_goes_out_at_once(monkeypatch):
-    run, _ = _started(monkeypatch, h.template_plan())
+    run, _ = a.started(monkeypatch, h.template_plan())
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.SENT
     assert not Escalation.objects.filter(run=run, kind=EscalationKind.APPROVAL).exists()
 
 
 @pytest.mark.django_db
 def test_an_approval_is_not_answered_with_free_text(monkeypatch):
-    run, _ = _started(monkeypatch, _plan("all"))
+    run, _ = a.started(monkeypatch, a.plan("all"))
     with pytest.raises(answers.AnswerRefused, match="does not fit .* use one of approve, edit, reject"):
-        answers.answer(_open_approval(run), option="guide_agent", text="looks fine", via="api")
+        answers.answer(a.open_approval(run), option="guide_agent", text="looks fine", via="api")
     with pytest.raises(answers.AnswerRefused, match="reject needs text"):
-        answers.answer(option="reject", escalation=_open_approval(run), text="  ", via="api")
-    assert _open_approval(run).status == EscalationStatus.OPEN
+        answers.answer(option="reject", escalation=a.open_approval(run), text="  ", via="api")
+    assert a.open_approval(run).status == EscalationStatus.OPEN
 
 
 @pytest.fixture
@@ -253,10 +197,10 @@ def test_two_people_approving_at_once_send_the_draft_exactly_once(twilio, monkey
     plan["approvals"] = {"outbound": "all", "channels": {}}
     run = s.real_run(plan)
     s.sms_identity(run.organization, twilio)
-    h.use_provider(monkeypatch, Sender("send_sms", s.SMS))
+    h.use_provider(monkeypatch, a.Sender("send_sms", s.SMS))
     events.record_event(run, kind=EpisodeKind.START, payload={}, dedupe_key="start")
     worker.advance_run(run.pk)
-    escalation = _open_approval(run)
+    escalation = a.open_approval(run)
     assert s.creates(twilio) == 0
 
     both = threading.Barrier(2, timeout=30)
@@ -297,8 +241,8 @@ def test_the_api_approves_edits_and_refuses_a_blocked_edit_with_a_400(monkeypatc
 
     from tests.factories import api_key_for
 
-    run, _ = _started(monkeypatch, _plan("all"))
-    escalation = _open_approval(run)
+    run, _ = a.started(monkeypatch, a.plan("all"))
+    escalation = a.open_approval(run)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Api-Key {api_key_for(run.organization)}")
     url = f"/api/v1/escalations/{escalation.pk}/answer/"
@@ -307,12 +251,12 @@ def test_the_api_approves_edits_and_refuses_a_blocked_edit_with_a_400(monkeypatc
     assert blocked.status_code == 400 and "legal_threat" in blocked.json()["detail"]
     assert client.post(url, {"option": "send_anyway"}, format="json").status_code == 400
     assert client.post(url, {"answer": "ok"}, format="json").status_code == 400
-    assert _open_approval(run).pk == escalation.pk
+    assert a.open_approval(run).pk == escalation.pk
 
     done = client.post(url, {"option": "edit", "text": "Hi Dana, the W-9 please."}, format="json")
     assert done.status_code == 200 and done.json()["status"] == "answered"
     assert client.post(url, {"option": "approve"}, format="json").status_code == 409
-    run = _at(run, h.BUSINESS_HOURS + timedelta(minutes=10))
+    run = a.advanced_at(run, h.BUSINESS_HOURS + timedelta(minutes=10))
     [sent] = SandboxMessage.objects.all()
     assert sent.payload["body"] == "Hi Dana, the W-9 please."
     entry = JournalEntry.objects.get(run=run, kind=JournalKind.APPROVAL)
@@ -323,8 +267,8 @@ def test_the_api_approves_edits_and_refuses_a_blocked_edit_with_a_400(monkeypatc
 
 @pytest.mark.django_db
 def test_the_studio_shows_the_draft_and_rejects_it_with_guidance(monkeypatch, client):
-    run, _ = _started(monkeypatch, _plan("all"))
-    escalation = _open_approval(run)
+    run, _ = a.started(monkeypatch, a.plan("all"))
+    escalation = a.open_approval(run)
     user = get_user_model().objects.create_superuser("ops", "ops@example.com", "x-long-password-123")
     client.force_login(user)
     page = f"/admin/runs/escalation/{escalation.pk}/change/"
@@ -340,20 +284,25 @@ def test_the_studio_shows_the_draft_and_rejects_it_with_guidance(monkeypatch, cl
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.REJECTED
 
 
-@pytest.mark.django_db
-def test_with_a_guardrail_model_the_edit_is_judged_by_it_and_its_block_refuses_the_edit(monkeypatch, settings):
-    from tests.fakes.openai_server import FakeOpenAIServer, completion
-
-    run, _ = _started(monkeypatch, _plan("all"))
-    monkeypatch.undo()  # the guardrail asks the real OpenAI client, here against the fake server
-    escalation = _open_approval(run)
+@contextlib.contextmanager
+def _guardrail_model(settings, *verdicts: str):
+    """The guardrail's model: the real OpenAI client against a fake server that answers `verdicts` in turn."""
     with FakeOpenAIServer() as server:
         settings.OPENAI_BASE_URL = server.base_url
         settings.OPENAI_API_KEY = "test"
         settings.LUCIA_GUARDRAIL_MODEL = "gpt-4o-mini"
-        server.enqueue(completion(content='{"allow": false, "reason": "pressures the vendor"}'))
-        server.enqueue(completion(content='{"allow": true, "reason": "polite"}'))
+        for verdict in verdicts:
+            server.enqueue(completion(content=verdict))
+        yield server
 
+
+@pytest.mark.django_db
+def test_with_a_guardrail_model_the_edit_is_judged_by_it_and_its_block_refuses_the_edit(monkeypatch, settings):
+    run, _ = a.started(monkeypatch, a.plan("all"))
+    monkeypatch.undo()  # the guardrail asks the real OpenAI client, here against the fake server
+    escalation = a.open_approval(run)
+    with _guardrail_model(settings, '{"allow": false, "reason": "pressures the vendor"}',
+                          '{"allow": true, "reason": "polite"}') as server:
         with pytest.raises(approvals.EditRefused, match="pressures the vendor"):
             answers.answer(option="edit", escalation=escalation, text="Send the W-9 today, no excuses.", via="api")
         answers.answer(option="edit", escalation=escalation, text="Could you send the W-9 when you can?", via="api")
@@ -369,12 +318,12 @@ def test_with_a_guardrail_model_the_edit_is_judged_by_it_and_its_block_refuses_t
 
 @pytest.mark.django_db
 def test_a_draft_of_a_run_that_ended_is_not_approved(monkeypatch):
-    run, _ = _started(monkeypatch, _plan("all"))
+    run, _ = a.started(monkeypatch, a.plan("all"))
     # Completed while the draft waited (the vendor's reply did the task); the question stays open.
     Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
 
     with pytest.raises(ValueError, match="the run has ended"):
-        answers.answer(option="approve", escalation=_open_approval(run), via="api")
+        answers.answer(option="approve", escalation=a.open_approval(run), via="api")
     assert OutboxMessage.objects.get(run=run).status == OutboxStatus.AWAITING_APPROVAL
     assert SandboxMessage.objects.count() == 0
 
@@ -384,11 +333,9 @@ def test_an_edit_whose_review_lost_the_run_s_lease_is_refused_and_its_verdict_no
     """The guardrail model's verdict is journaled under the review's lease, owner and epoch both: a review whose
     lease another holder has by then (here the same epoch under another owner) writes nothing and refuses the
     edit, to be submitted again, instead of failing with an error."""
-    from tests.fakes.openai_server import FakeOpenAIServer, completion
-
-    run, _ = _started(monkeypatch, _plan("all"))
+    run, _ = a.started(monkeypatch, a.plan("all"))
     monkeypatch.undo()
-    escalation = _open_approval(run)
+    escalation = a.open_approval(run)
     claim = leases.claim
 
     def claimed_then_lost(run_id, *, owner):
@@ -397,14 +344,9 @@ def test_an_edit_whose_review_lost_the_run_s_lease_is_refused_and_its_verdict_no
         return epoch
 
     monkeypatch.setattr(approvals.leases, "claim", claimed_then_lost)
-    with FakeOpenAIServer() as server:
-        settings.OPENAI_BASE_URL = server.base_url
-        settings.OPENAI_API_KEY = "test"
-        settings.LUCIA_GUARDRAIL_MODEL = "gpt-4o-mini"
-        server.enqueue(completion(content='{"allow": true, "reason": "polite"}'))
-
-        with pytest.raises(approvals.EditRefused, match="submit the edit again"):
-            answers.answer(option="edit", escalation=escalation, text="Could you send the W-9 when you can?", via="api")
+    with (_guardrail_model(settings, '{"allow": true, "reason": "polite"}') as server,
+          pytest.raises(approvals.EditRefused, match="submit the edit again")):
+        answers.answer(option="edit", escalation=escalation, text="Could you send the W-9 when you can?", via="api")
 
     assert len(server.requests) == 1  # the review had the lease and asked the model: its write was refused
     assert not JournalEntry.objects.filter(run=run, kind=JournalKind.MODEL_CALL, model_provider="openai").exists()
