@@ -71,6 +71,19 @@ def claim(run: Run, *, owner: str = "test-worker") -> int:
     return epoch
 
 
+def lose_claims(monkeypatch) -> None:
+    """Each claim (runs.leases.claim) is taken and at once handed to `successor` with the same epoch: a claim a
+    database crash took back, whose epoch the next claim got again."""
+    claim = leases.claim
+
+    def claimed_then_lost(run_id: int, *, owner: str) -> int | None:
+        epoch = claim(run_id, owner=owner)
+        Run.objects.filter(pk=run_id).update(lease_owner="successor")
+        return epoch
+
+    monkeypatch.setattr(leases, "claim", claimed_then_lost)
+
+
 def hold_lease(run: Run, *, seconds: int, epoch: int = 1) -> None:
     """Give the run a lease (owner `w`) that expires `seconds` from now (negative: already expired), on the
     database's clock."""

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from connectors.models import SandboxMessage
-from runs import answers, approvals, escalations, events, leases, worker
+from runs import answers, approvals, escalations, events, worker
 from runs.models import (
     Episode,
     EpisodeKind,
@@ -336,14 +336,7 @@ def test_an_edit_whose_review_lost_the_run_s_lease_is_refused_and_its_verdict_no
     run, _ = a.started(monkeypatch, a.plan("all"))
     monkeypatch.undo()
     escalation = a.open_approval(run)
-    claim = leases.claim
-
-    def claimed_then_lost(run_id, *, owner):
-        epoch = claim(run_id, owner=owner)
-        Run.objects.filter(pk=run_id).update(lease_owner="successor")
-        return epoch
-
-    monkeypatch.setattr(approvals.leases, "claim", claimed_then_lost)
+    h.lose_claims(monkeypatch)
     with (_guardrail_model(settings, '{"allow": true, "reason": "polite"}') as server,
           pytest.raises(approvals.EditRefused, match="submit the edit again")):
         answers.answer(option="edit", escalation=escalation, text="Could you send the W-9 when you can?", via="api")

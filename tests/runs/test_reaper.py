@@ -36,14 +36,7 @@ def test_a_reaper_whose_claim_was_lost_reaps_nothing_and_leaves_the_holder_s_lea
     run = RunFactory()
     episode = EpisodeFactory(run=run, status=EpisodeStatus.RUNNING, attempts=1, lease_epoch=1)
     h.hold_lease(run, seconds=-5, epoch=1)
-    claim = dispatch.leases.claim
-
-    def claimed_then_lost(run_id, *, owner):
-        epoch = claim(run_id, owner=owner)
-        Run.objects.filter(pk=run_id).update(lease_owner="successor")
-        return epoch
-
-    monkeypatch.setattr(dispatch.leases, "claim", claimed_then_lost)
+    h.lose_claims(monkeypatch)
 
     assert dispatch.reap_expired() == 0
     assert Episode.objects.get(pk=episode.pk).status == EpisodeStatus.RUNNING
