@@ -43,6 +43,8 @@ class EpisodeFacts:
     handed_off: bool
     # (created_at, sent_at) of the sends that count against per-contact caps, by recipient; None without caps.
     sends_by_recipient: dict[str, list[tuple[datetime, datetime | None]]] | None = None
+    # The seq of each read outbox row's episode, by episode id (a held row's reply threads up to its episode).
+    episode_seqs: dict[int, int] = field(default_factory=dict)
     # Rows this execution created, so a second look finds them without a query.
     created: list[OutboxMessage] = field(default_factory=list)
     # `identity`'s answers by channel.

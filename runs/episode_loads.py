@@ -123,7 +123,9 @@ FACTS_SQL = """
       ORDER BY j.seq LIMIT 1) AS first_entry_at,
     json_build_object(
       'tasks', (SELECT coalesce(json_agg(t ORDER BY t.id), '[]') FROM runs_task t WHERE t.run_id = h.id),
-      'outbox', (SELECT coalesce(json_agg(o ORDER BY o.created_at, o.id), '[]') FROM runs_outboxmessage o
+      'outbox', (SELECT coalesce(json_agg(json_build_object(
+                             'row', o, 'episode_seq', (SELECT e.seq FROM runs_episode e WHERE e.id = o.episode_id))
+                         ORDER BY o.created_at, o.id), '[]') FROM runs_outboxmessage o
                   WHERE o.run_id = h.id
                     AND (o.episode_id = (SELECT id FROM candidate) OR o.status IN ('pending', 'sending'))),
       'human_answers', (
@@ -279,7 +281,7 @@ def _has_caps(plan: dict) -> bool:
 
 def _facts(row: dict, *, plan: dict, episode: Episode | None) -> EpisodeFacts:
     facts = row["facts"]
-    rows = json_rows.instances(OutboxMessage, facts["outbox"])
+    rows = json_rows.instances(OutboxMessage, [read["row"] for read in facts["outbox"]])
     sends = None
     if _has_caps(plan):
         sends = {}
@@ -297,4 +299,6 @@ def _facts(row: dict, *, plan: dict, episode: Episode | None) -> EpisodeFacts:
         suppressed={(channel, address) for channel, address in facts["suppressions"]},
         handed_off=facts["handed_off"],
         sends_by_recipient=sends,
+        episode_seqs={read["row"]["episode_id"]: read["episode_seq"] for read in facts["outbox"]
+                      if read["episode_seq"] is not None},
     )

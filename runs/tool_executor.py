@@ -173,7 +173,7 @@ def build_message(ctx: EpisodeContext, message: OutboxMessage) -> OutboundMessag
     """The provider message for a row: always from the row's payload, so a resend is the same message."""
     payload = message.payload
     body = payload.get("body") or payload.get("text") or payload.get("brief") or ""
-    upto = ctx.episode.seq if message.episode_id == ctx.episode.pk else None
+    upto = ctx.episode.seq if message.episode_id == ctx.episode.pk else ctx.facts.episode_seqs.get(message.episode_id)
     in_reply_to, references = _thread(ctx, channel=message.channel, episode_id=message.episode_id, episode_seq=upto)
     return OutboundMessage(
         idem_key=message.idem_key, channel=message.channel, to=message.recipient, body=body,
@@ -189,7 +189,8 @@ def _thread(ctx: EpisodeContext, *, channel: str, episode_id: int,
 
     Email threads on the inbound's Message-ID, Slack on its thread_ref; both are
     read from the episode payload or the stored InboundMessage it names (read with the episode's facts).
-    Bounded by the row's episode, so a resend after a crash threads as the first try did.
+    Bounded by the row's episode, so a resend after a crash threads as the first try did: its seq comes with the
+    facts for the rows they read (EpisodeFacts.episode_seqs) and is looked up for any other.
     """
     if channel not in (Channel.EMAIL, Channel.SLACK):
         return None, []

@@ -6,6 +6,9 @@ from email.utils import parseaddr
 
 import pytest
 import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from connectors import identities, message_ids
 from connectors.models import InboundMessage, SandboxMessage, Suppression
@@ -77,6 +80,39 @@ def test_an_email_carries_reply_to_message_id_and_threads_on_the_last_inbound(ma
     assert post.first("h:References") == "<v0@vendor.test> <v1@vendor.test>"
     assert row.status == OutboxStatus.SENT and row.provider_message_id
 
+
+
+def test_a_held_email_sent_by_a_later_episode_threads_on_the_inbound_before_its_own_episode(mailgun):
+    """The row's own episode bounds the thread (a resend threads as the first try did), and its seq comes with the
+    episode's facts: no query looks it up."""
+    run = s.real_run()
+    s.email_identity(run.organization, mailgun)
+
+    def inbound(message_id: str) -> None:
+        stored = InboundMessage.objects.create(
+            organization=run.organization, channel="email", provider_id=message_id, from_address=h.VENDOR_EMAIL,
+            text="which form?", headers={"Message-ID": message_id})
+        h.add_episode(run, "inbound", inbound_routing.episode_payload(stored))
+
+    inbound("<v1@vendor.test>")
+    decided = h.add_episode(run, "event")
+    key = idem_key(run_id=run.pk, episode_id=decided.pk, task_key="collect_w9", tool="send_email",
+                   recipient=h.VENDOR_EMAIL, ordinal=0)
+    OutboxMessage.objects.create(
+        idem_key=key, run=run, episode=decided, task_key="collect_w9", tool="send_email", channel="email",
+        recipient=h.VENDOR_EMAIL, payload={"subject": "W-9", "body": "The W-9, please."}, status=OutboxStatus.PENDING,
+        created_at=timezone.now())
+    inbound("<v2@vendor.test>")  # after the row's episode: not what it answers
+    flush = h.add_episode(run, "event")
+    epoch = h.claim(run)
+
+    with CaptureQueriesContext(connection) as queries:
+        [outcome] = tool_executor.flush_pending(h.context(run, flush, epoch=epoch))
+
+    assert outcome.status == "sent"
+    [post] = mailgun.calls_to(f"/v3/{s.MAIL_DOMAIN}/messages")
+    assert post.first("h:In-Reply-To") == "<v1@vendor.test>"
+    assert not [query for query in queries.captured_queries if '"runs_episode"."seq" AS "seq"' in query["sql"]]
 
 def test_a_sim_run_never_calls_the_real_provider_of_its_organization(twilio):
     run = h.make_run(plan=s.open_plan())
