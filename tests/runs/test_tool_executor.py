@@ -81,7 +81,6 @@ def test_an_email_carries_reply_to_message_id_and_threads_on_the_last_inbound(ma
     assert row.status == OutboxStatus.SENT and row.provider_message_id
 
 
-
 def test_a_held_email_sent_by_a_later_episode_threads_on_the_inbound_before_its_own_episode(mailgun):
     """The row's own episode bounds the thread (a resend threads as the first try did), and its seq comes with the
     episode's facts: no query looks it up."""
@@ -101,7 +100,7 @@ def test_a_held_email_sent_by_a_later_episode_threads_on_the_inbound_before_its_
     OutboxMessage.objects.create(
         idem_key=key, run=run, episode=decided, task_key="collect_w9", tool="send_email", channel="email",
         recipient=h.VENDOR_EMAIL, payload={"subject": "W-9", "body": "The W-9, please."}, status=OutboxStatus.PENDING,
-        created_at=timezone.now())
+        created_at=timezone.now(), not_before=timezone.now() - timedelta(minutes=1))  # held, and its time has come
     inbound("<v2@vendor.test>")  # after the row's episode: not what it answers
     flush = h.add_episode(run, "event")
     epoch = h.claim(run)
@@ -113,6 +112,7 @@ def test_a_held_email_sent_by_a_later_episode_threads_on_the_inbound_before_its_
     [post] = mailgun.calls_to(f"/v3/{s.MAIL_DOMAIN}/messages")
     assert post.first("h:In-Reply-To") == "<v1@vendor.test>"
     assert not [query for query in queries.captured_queries if '"runs_episode"."seq" AS "seq"' in query["sql"]]
+
 
 def test_a_sim_run_never_calls_the_real_provider_of_its_organization(twilio):
     run = h.make_run(plan=s.open_plan())
