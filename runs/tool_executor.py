@@ -173,8 +173,7 @@ def build_message(ctx: EpisodeContext, message: OutboxMessage) -> OutboundMessag
     """The provider message for a row: always from the row's payload, so a resend is the same message."""
     payload = message.payload
     body = payload.get("body") or payload.get("text") or payload.get("brief") or ""
-    upto = ctx.episode.seq if message.episode_id == ctx.episode.pk else ctx.facts.episode_seqs.get(message.episode_id)
-    in_reply_to, references = _thread(ctx, channel=message.channel, episode_id=message.episode_id, episode_seq=upto)
+    in_reply_to, references = _thread(ctx, message)
     return OutboundMessage(
         idem_key=message.idem_key, channel=message.channel, to=message.recipient, body=body,
         subject=payload.get("subject"), brief=payload.get("brief"), in_reply_to=in_reply_to, references=references,
@@ -183,23 +182,20 @@ def build_message(ctx: EpisodeContext, message: OutboxMessage) -> OutboundMessag
     )
 
 
-def _thread(ctx: EpisodeContext, *, channel: str, episode_id: int,
-            episode_seq: int | None = None) -> tuple[str | None, list[str]]:
-    """(In-Reply-To, References) answering the run's last inbound message on `channel` up to the row's episode.
+def _thread(ctx: EpisodeContext, message: OutboxMessage) -> tuple[str | None, list[str]]:
+    """(In-Reply-To, References) answering the run's last inbound message on the row's channel up to its episode.
 
     Email threads on the inbound's Message-ID, Slack on its thread_ref; both are
     read from the episode payload or the stored InboundMessage it names (read with the episode's facts).
-    Bounded by the row's episode, so a resend after a crash threads as the first try did: its seq comes with the
-    facts for the rows they read (EpisodeFacts.episode_seqs) and is looked up for any other.
+    Bounded by the row's episode, so a resend after a crash threads as the first try did.
     """
+    channel = message.channel
     if channel not in (Channel.EMAIL, Channel.SLACK):
         return None, []
-    upto = episode_seq
-    if upto is None:
-        upto = Episode.objects.filter(pk=episode_id).values_list("seq", flat=True).first() or 0
-    inbound = [message["payload"] or {} for message in reversed(ctx.facts.messages)
-               if message["kind"] == EpisodeKind.INBOUND and message["seq"] <= upto
-               and (message["payload"] or {}).get("channel") == channel]
+    upto = _episode_seq(ctx, message)
+    inbound = [reply["payload"] or {} for reply in reversed(ctx.facts.messages)
+               if reply["kind"] == EpisodeKind.INBOUND and reply["seq"] <= upto
+               and (reply["payload"] or {}).get("channel") == channel]
     for payload in inbound[:THREAD_LOOKBACK]:
         stored = ctx.facts.inbound_headers.get(payload.get("inbound_message_id")) or {}
         headers = {**stored, **(payload.get("headers") or {}), **payload}
@@ -215,6 +211,17 @@ def _thread(ctx: EpisodeContext, *, channel: str, episode_id: int,
             references.append(message_id)
         return message_id, references
     return None, []
+
+
+def _episode_seq(ctx: EpisodeContext, message: OutboxMessage) -> int:
+    """The seq of the row's episode: this episode's, or read with the facts for the rows they hold
+    (EpisodeFacts.episode_seqs); looked up only for a row read elsewhere."""
+    if message.episode_id == ctx.episode.pk:
+        return ctx.episode.seq
+    seq = ctx.facts.episode_seqs.get(message.episode_id)
+    if seq is None:
+        seq = Episode.objects.filter(pk=message.episode_id).values_list("seq", flat=True).first()
+    return seq or 0
 
 
 def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
