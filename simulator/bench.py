@@ -39,6 +39,7 @@ from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
 from simulator import (
     bench_burst,
     bench_cpu,
+    bench_history,
     bench_lag,
     bench_sql,
     bench_throughput,
@@ -102,6 +103,11 @@ def run(*, sleeping: int = 100_000, runs: int = 200, burst: int = 10_000, parts:
         figures = simulations(templates, say=say) if "sims" in parts else []
         primary = _deployed(templates[0], organization)  # real runs (the burst, the due-lag) need a deployment
         if "throughput" in parts:
+            started = time.perf_counter()
+            sent = bench_throughput.seed_history(primary, organization, contact=_contact(primary),
+                                                 inputs=_inputs(primary))
+            say(f"  history: {bench_history.RUNS:,} finished runs, {sent:,} sent messages "
+                f"({time.perf_counter() - started:.1f}s)")
             for processes in (1, 2):
                 figures.extend(throughput(primary, organization, processes=processes, runs=runs, say=say))
         if "queries" in parts:

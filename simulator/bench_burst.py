@@ -33,6 +33,7 @@ from django.utils import timezone
 from agents.models import AgentVersion, Organization
 from runs import starts, worker
 from runs.models import Contact, Episode, EpisodeStatus, Run, Task
+from simulator import bench_sql
 
 DRAIN_TIMEOUT_S = 3600
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -105,7 +106,7 @@ def clone_runs(template_id: int, *, count: int) -> list[int]:
 
     Each copy's contacts get addresses of their own, so per-contact caps and suppressions see different people.
     """
-    run_columns = _columns(Run, skip={"id"})
+    run_columns = bench_sql.columns(Run, skip={"id"})
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {Run._meta.db_table} ({', '.join(run_columns)}) "  # noqa: S608 - the model's own columns
@@ -119,13 +120,7 @@ def clone_runs(template_id: int, *, count: int) -> list[int]:
         }
         for model, overrides, where in [(Contact, unique_address, ""), (Task, {}, ""),
                                         (Episode, {}, f" AND t.status = '{EpisodeStatus.QUEUED}'")]:
-            columns = _columns(model, skip={"id", "run_id"})
-            values = [overrides.get(column, f"t.{column}") for column in columns]
-            cursor.execute(
-                f"INSERT INTO {model._meta.db_table} (run_id, {', '.join(columns)}) "  # noqa: S608 - model columns
-                f"SELECT copy.id, {', '.join(values)} FROM {model._meta.db_table} t, "
-                "unnest(%s::bigint[]) AS copy(id) "
-                f"WHERE t.run_id = %s{where}", [run_ids, template_id])
+            bench_sql.copy_run_rows(cursor, model, template_id, run_ids, overrides=overrides, where=where)
     return run_ids
 
 
@@ -137,12 +132,6 @@ def make_due(run_ids: list[int]) -> datetime:
     Episode.objects.filter(run_id__in=run_ids, status=EpisodeStatus.QUEUED).update(due_at=now)
     Run.objects.filter(pk__in=run_ids).update(next_wake_at=now, advance_enqueued_at=None)
     return now
-
-
-def _columns(model, *, skip: set[str]) -> list[str]:
-    """The columns a copy writes: the model's own but for `skip` and those the database computes (generated)."""
-    return [field.column for field in model._meta.concrete_fields
-            if field.column not in skip and not field.generated]
 
 
 def _start_workers() -> subprocess.Popen:

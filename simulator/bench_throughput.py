@@ -21,7 +21,7 @@ from django_q.models import OrmQ
 
 from agents.models import AgentVersion, Organization
 from runs import starts, worker
-from simulator import bench_burst, bench_cpu, bench_cycle, bench_sql
+from simulator import bench_burst, bench_cpu, bench_cycle, bench_history, bench_sql
 
 # The runtime and the raw cycle take turns (raw, runtime, raw, ... raw): each runtime round is held against the
 # raw windows on either side of it, and every round weighs the same, so a drift of the machine's speed within the
@@ -78,6 +78,17 @@ def measure(version: AgentVersion, organization: Organization, *, processes: int
         runtime_cpu=_per_episode([(ran, spent) for ran, _, spent in runtime]),
         raw_cpu=_per_episode([(episodes, spent) for _, episodes, spent in raw]),
     )
+
+
+def seed_history(version: AgentVersion, organization: Organization, *, contact: dict, inputs: dict,
+                 runs: int = bench_history.RUNS) -> int:
+    """A real run's start episode, copied as the database's finished runs (simulator.bench_history) so that the
+    part's statements are planned as on a database that has worked for a while. Returns the outbox rows written."""
+    contact = {**contact, "email": "history@bench.example", "phone": "+15560000000", "slack_user": "UHISTORY",
+               "timezone": bench_burst.working_zone(timezone.now())}
+    template = starts.start_run(organization, version=version, goal="bench history", inputs=inputs, contacts=[contact])
+    worker.advance_run(template.pk, owner="bench")
+    return bench_history.seed(template.pk, count=runs)
 
 
 def _per_episode(measured: list[tuple[int, bench_cpu.Spent]]) -> bench_cpu.Spent:

@@ -10,7 +10,7 @@ from django.db import connection
 from django_q.models import OrmQ
 
 from runs import dispatch, queue
-from runs.models import Contact, Episode, Run, Task
+from runs.models import Contact, Episode, JournalEntry, OutboxMessage, Run, Task
 from simulator import bench, bench_burst, bench_cpu, bench_cycle, bench_lag, bench_sql, bench_throughput, sim_org
 from tests.factories import (
     ContactFactory,
@@ -21,6 +21,7 @@ from tests.factories import (
     deployed_agent,
     plan_version,
 )
+from tests.runs import send_helpers
 
 pytestmark = pytest.mark.django_db
 
@@ -124,6 +125,32 @@ def test_burst_copies_a_sleeping_run_with_contacts_of_their_own_and_makes_them_d
     assert Task.objects.filter(run_id__in=copies).count() == 3
     queued = Episode.objects.filter(run_id__in=copies)
     assert [e.kind for e in queued] == ["followup"] * 3 and all(e.due_at == due_at for e in queued)
+
+
+def test_history_copies_a_real_start_as_finished_runs_each_with_rows_of_its_own(settings):
+    settings.LUCIA_LLM = "scripted"
+    organization, deployment = deployed_agent(send_helpers.open_plan(), organization=OrganizationFactory(sandbox=True))
+    sim_org.ensure_identities(organization)
+    contact = {"role": "vendor", "name": "Bench Vendor", "email": "vendor@bench.example", "phone": "+15550000001"}
+
+    sent = bench_throughput.seed_history(deployment.version, organization, contact=contact, inputs={}, runs=3)
+
+    template = Run.objects.filter(organization=organization).earliest("pk")
+    copies = Run.objects.filter(organization=organization).exclude(pk=template.pk)
+    assert copies.count() == 3 and {run.status for run in copies} == {"completed"}
+    assert sent == 3 * template.outbox.count() and sent > 0
+    for copy in copies:
+        (episode,) = copy.episodes.all()
+        assert (episode.kind, episode.status) == ("start", "done")
+        assert JournalEntry.objects.filter(run=copy).count() == template.journal.count()
+        assert set(JournalEntry.objects.filter(run=copy).values_list("episode_id", flat=True)) == {episode.pk}
+        assert {(row.episode_id, row.recipient) for row in copy.outbox.all()} == {
+            (episode.pk, f"history{copy.pk}@bench.example")}
+    assert OutboxMessage.objects.values("idem_key").distinct().count() == OutboxMessage.objects.count()
+    with connection.cursor() as cursor:  # finished: nothing due, nothing the dispatcher looks at
+        cursor.execute(dispatch.DUE_RUNS_SQL, {**queue.mark_params(), "skip": [], "limit": 500})
+        assert not {row[0] for row in cursor.fetchall()} & {run.pk for run in copies}
+    assert not Episode.objects.filter(run__in=copies, status="queued").exists()
 
 
 def test_a_working_zone_is_a_weekday_afternoon_or_morning_there():
