@@ -18,11 +18,17 @@ def database_settings() -> dict:
     # Persistent connections: django-q2's ORM broker moves ~6x more tasks with them.
     config["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
     config["CONN_HEALTH_CHECKS"] = env_bool("DATABASE_CONN_HEALTH_CHECKS", True)
+    # No JIT compilation: PostgreSQL compiles a statement whose estimated cost passes jit_above_cost on every
+    # execution, and the site's statements are short lookups whose estimates swell with what the statistics say is
+    # due. The dispatcher's due-runs query was compiled for 15-18 ms to run for 0.3 ms (manage.py bench, a million
+    # sleeping runs after a 09:00 burst), on every tick.
+    options = config.setdefault("OPTIONS", {})
+    options["options"] = " ".join(filter(None, [options.get("options"), "-c jit=off"]))
     # Server-side prepared statements for the episode's hot path (runs.statements; the ORM's client-side cursors
     # never prepare). Django turns them off for poolers in transaction mode: behind one (PgBouncer < 1.21, or
     # without max_prepared_statements), set DATABASE_PREPARED_STATEMENTS=false.
     if env_bool("DATABASE_PREPARED_STATEMENTS", True):
-        config.setdefault("OPTIONS", {})["prepare_threshold"] = PREPARE_THRESHOLD
+        options["prepare_threshold"] = PREPARE_THRESHOLD
     return config
 
 

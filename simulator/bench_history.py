@@ -6,8 +6,9 @@ analyzed then, an outbox of a few rows is a table of one page, and each worker c
 statements once (PostgreSQL keeps a statement's generic plan for the connection's life) with a sequential scan
 of it even for a lookup by primary key. The outbox then grows by a row per episode while those plans stand, so
 the runtime's episodes slow down as the part goes on: a start episode scanned the whole outbox five times, about
-0.2 ms each at a thousand rows (auto_explain), half the executor time of its statements. A production worker never sees that for long:
-its tables are large, and its connection is replaced every DATABASE_CONN_MAX_AGE seconds (planned anew).
+0.2 ms each at a thousand rows (auto_explain), half the executor time of its statements. A production worker never
+sees that for long: its tables are large, and its connection is replaced every DATABASE_CONN_MAX_AGE seconds
+(planned anew).
 
 So before the part, one real run that has done its start episode is copied in SQL as finished runs (`seed`): the
 run row, its contacts (addresses of their own), its tasks, its finished episodes with their journal entries and
