@@ -21,9 +21,11 @@ def database_settings() -> dict:
     # No JIT compilation: PostgreSQL compiles a statement whose estimated cost passes jit_above_cost on every
     # execution, and the site's statements are short lookups whose estimates swell with what the statistics say is
     # due. The dispatcher's due-runs query was compiled for 15-18 ms to run for 0.3 ms (manage.py bench, a million
-    # sleeping runs after a 09:00 burst), on every tick.
+    # sleeping runs after a 09:00 burst), on every tick. A pooler may refuse startup options (PgBouncer does for
+    # settings it does not track): there set DATABASE_JIT_OFF=false and `ALTER ROLE ... SET jit = off`.
     options = config.setdefault("OPTIONS", {})
-    options["options"] = " ".join(filter(None, [options.get("options"), "-c jit=off"]))
+    if env_bool("DATABASE_JIT_OFF", True):
+        options["options"] = " ".join(filter(None, [options.get("options"), "-c jit=off"]))
     # Server-side prepared statements for the episode's hot path (runs.statements; the ORM's client-side cursors
     # never prepare). Django turns them off for poolers in transaction mode: behind one (PgBouncer < 1.21, or
     # without max_prepared_statements), set DATABASE_PREPARED_STATEMENTS=false.

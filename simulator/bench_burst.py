@@ -33,7 +33,7 @@ from django.utils import timezone
 from agents.models import AgentVersion, Organization
 from runs import starts, worker
 from runs.models import Contact, Episode, EpisodeStatus, Run, Task
-from simulator import bench_sql
+from simulator import bench_copies
 
 DRAIN_TIMEOUT_S = 3600
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -106,21 +106,11 @@ def clone_runs(template_id: int, *, count: int) -> list[int]:
 
     Each copy's contacts get addresses of their own, so per-contact caps and suppressions see different people.
     """
-    run_columns = bench_sql.columns(Run, skip={"id"})
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {Run._meta.db_table} ({', '.join(run_columns)}) "  # noqa: S608 - the model's own columns
-            f"SELECT {', '.join(run_columns)} FROM {Run._meta.db_table}, generate_series(1, %s) "
-            "WHERE id = %s RETURNING id", [count, template_id])
-        run_ids = [row[0] for row in cursor.fetchall()]
-        unique_address = {
-            "email": "'burst' || copy.id || '@bench.example'",
-            "phone": "'+1555' || lpad((copy.id %% 10000000)::text, 7, '0')",
-            "slack_user": "'UBURST' || copy.id",
-        }
-        for model, overrides, where in [(Contact, unique_address, ""), (Task, {}, ""),
-                                        (Episode, {}, f" AND t.status = '{EpisodeStatus.QUEUED}'")]:
-            bench_sql.copy_run_rows(cursor, model, template_id, run_ids, overrides=overrides, where=where)
+        run_ids = bench_copies.copy_runs(cursor, template_id, count=count)
+        for model, overrides, where in [(Contact, bench_copies.addresses("burst", phone_prefix="+1555"), ""),
+                                        (Task, {}, ""), (Episode, {}, f" AND t.status = '{EpisodeStatus.QUEUED}'")]:
+            bench_copies.copy_run_rows(cursor, model, template_id, run_ids, overrides=overrides, where=where)
     return run_ids
 
 

@@ -122,5 +122,6 @@ def _cycle(conninfo: str, seconds: float, results) -> None:
 def _conninfo() -> str:
     settings = connection.settings_dict
     parts = {"dbname": settings["NAME"], "user": settings.get("USER"), "password": settings.get("PASSWORD"),
-             "host": settings.get("HOST"), "port": settings.get("PORT")}
+             "host": settings.get("HOST"), "port": settings.get("PORT"),
+             "options": settings.get("OPTIONS", {}).get("options")}  # the site's session settings (no JIT), both sides
     return psycopg.conninfo.make_conninfo(**{key: str(value) for key, value in parts.items() if value})

@@ -1,5 +1,4 @@
-"""Raw SQL for `manage.py bench`: sleeping and due runs in bulk, for the dispatcher figure; rows of a run copied to
-other runs, for the burst's runs and the throughput's history.
+"""Raw SQL for `manage.py bench`: sleeping and due runs in bulk, for the dispatcher figure.
 
 Only the bench's throwaway database ever sees these statements.
 """
@@ -49,21 +48,3 @@ def analyze() -> None:
     cycle's schema is analyzed too: plans are compared on the same footing)."""
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-
-
-def columns(model, *, skip: set[str]) -> list[str]:
-    """The columns a copy writes: the model's own but for `skip` and those the database computes (generated)."""
-    return [field.column for field in model._meta.concrete_fields
-            if field.column not in skip and not field.generated]
-
-
-def copy_run_rows(cursor, model, template_id: int, run_ids: list[int], *, overrides: dict[str, str],
-                  where: str = "") -> None:
-    """`model`'s rows of run `template_id` (and `where`, on its rows `t`) copied to each of `run_ids` (`copy.id`);
-    `overrides`: a column's SQL expression instead of the template's value."""
-    names = columns(model, skip={"id", "run_id"})
-    values = [overrides.get(name, f"t.{name}") for name in names]
-    cursor.execute(
-        f"INSERT INTO {model._meta.db_table} (run_id, {', '.join(names)}) "  # noqa: S608 - the model's own columns
-        f"SELECT copy.id, {', '.join(values)} FROM {model._meta.db_table} t, unnest(%s::bigint[]) AS copy(id) "
-        f"WHERE t.run_id = %s{where}", [run_ids, template_id])

@@ -56,3 +56,5 @@ def test_the_site_connections_never_jit_compile(monkeypatch):
         assert cursor.fetchone()[0] == "off"
     monkeypatch.setenv("DATABASE_URL", "postgresql://u@h/d?options=-c%20statement_timeout%3D5000")
     assert database.database_settings()["OPTIONS"]["options"] == "-c statement_timeout=5000 -c jit=off"
+    monkeypatch.setenv("DATABASE_JIT_OFF", "false")  # behind a pooler that refuses startup options
+    assert database.database_settings()["OPTIONS"]["options"] == "-c statement_timeout=5000"
