@@ -43,18 +43,3 @@ def test_healthz_says_when_no_worker_has_executed_a_task(client):
     checks = client.get("/healthz/").json()["checks"]
     assert checks["last_task_executed_at"] is None and checks["clusters"] == []
 
-
-@pytest.mark.django_db
-def test_the_site_connections_never_jit_compile(monkeypatch):
-    """A short statement with a swollen estimate would be compiled on every execution (lucia_site.database)."""
-    from django.db import connection
-
-    from lucia_site import database
-
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW jit")
-        assert cursor.fetchone()[0] == "off"
-    monkeypatch.setenv("DATABASE_URL", "postgresql://u@h/d?options=-c%20statement_timeout%3D5000")
-    assert database.database_settings()["OPTIONS"]["options"] == "-c statement_timeout=5000 -c jit=off"
-    monkeypatch.setenv("DATABASE_JIT_OFF", "false")  # behind a pooler that refuses startup options
-    assert database.database_settings()["OPTIONS"]["options"] == "-c statement_timeout=5000"
