@@ -42,4 +42,3 @@ def test_q_timeout_must_be_below_retry(monkeypatch):
 def test_healthz_says_when_no_worker_has_executed_a_task(client):
     checks = client.get("/healthz/").json()["checks"]
     assert checks["last_task_executed_at"] is None and checks["clusters"] == []
-
