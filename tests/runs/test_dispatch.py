@@ -8,6 +8,7 @@ from django_q.models import Schedule
 
 from runs import dispatch, queue, tasks
 from runs.models import EpisodeStatus, Run, RunStatus
+from simulator import bench_copies
 from tests.factories import EpisodeFactory, RunFactory
 from tests.runs import loop_helpers as h
 from tests.runs.fakes import queued_run_ids
@@ -262,3 +263,28 @@ def test_dispatchers_racing_freely_queue_each_run_once():
 
     assert errors == []
     assert sorted(queued_run_ids()) == sorted(run.pk for run in runs)
+
+
+# Its rows are truncated after it (a rolled-back insert would leave the table's pages for later plan tests).
+@pytest.mark.django_db(transaction=True)
+def test_dispatch_walks_the_due_episode_index_on_a_database_with_a_history():
+    """A young database: each run has two episodes done (due in the past) and one queued. The planner, multiplying
+    the odds of 'queued' by those of 'due by now', expects thousands of due episodes where 50 are. Planned with
+    real statistics, the query still walks episode_due in due order (grouped first, it read every episode)."""
+    template = RunFactory(status=RunStatus.WAITING)
+    with connection.cursor() as cursor:
+        run_ids = bench_copies.copy_runs(cursor, template.pk, count=10_000)
+        cursor.execute(
+            "INSERT INTO runs_episode (run_id, seq, kind, payload, dedupe_key, status, due_at, attempts, created_at,"
+            " error) SELECT r, s, 'followup', json_build_object('text', repeat('x', 200)), 'd' || s,"
+            " CASE WHEN s = 3 THEN 'queued' ELSE 'done' END,"
+            " CASE WHEN s = 3 THEN now() + r * interval '1 minute' ELSE now() - s * interval '1 day' END, 0, now(), ''"
+            " FROM unnest(%s::bigint[]) r, generate_series(1, 3) s", [run_ids])
+        cursor.execute("UPDATE runs_episode SET due_at = now() - interval '1 minute' WHERE run_id = ANY(%s)"
+                       " AND status = 'queued'", [run_ids[:50]])
+        cursor.execute("ANALYZE runs_episode")
+        cursor.execute("ANALYZE runs_run")
+        cursor.execute("EXPLAIN " + dispatch.DUE_RUNS_SQL, {**queue.mark_params(), "skip": [], "limit": 500})
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "episode_due" in plan and "Seq Scan on runs_episode" not in plan, plan
+    assert dispatch.dispatch_due() == 50
