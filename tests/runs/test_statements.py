@@ -4,6 +4,7 @@ log, and read back as the ORM would read them."""
 from __future__ import annotations
 
 import datetime
+import decimal
 
 import pytest
 from django.db import connection
@@ -146,3 +147,40 @@ def test_constants_written_into_a_statement_match_as_the_parameter_did():
 def test_only_names_are_written_into_a_statement(value):
     with pytest.raises(ValueError, match="not constant names"):
         statements.literals(["sent", value])
+
+
+def test_one_transformer_adapts_every_text_a_lent_cursor_runs_each_with_its_own_types():
+    # The lent cursor keeps psycopg's Transformer (its dumpers and loaders by type) from one text to the next;
+    # each statement still binds its own values by their own types and reads its own columns by theirs.
+    at = datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.UTC)
+    with statements.cursor(dicts=True) as cursor:
+        cursor.execute("SELECT %(v)s::text AS v, %(n)s::int AS n", {"v": "text", "n": None})
+        assert cursor.fetchall() == [{"v": "text", "n": None}]
+        kept = cursor.cursor._tx
+        cursor.execute("SELECT %(v)s::bigint AS v, %(n)s::jsonb AS n, %(at)s::timestamptz AS at",
+                       {"v": 2**40, "n": '{"a": [1, 2]}', "at": at})
+        [row] = cursor.fetchall()
+        cursor.execute("SELECT %(v)s::numeric AS v, %(n)s::int[] AS n", {"v": "1.5", "n": [1, None, 3]})
+        [last] = cursor.fetchall()
+        assert cursor.cursor._tx is kept
+
+    # jsonb as text, as Django's cursors read it
+    assert row == {"v": 2**40, "n": '{"a": [1, 2]}', "at": at} and row["at"].tzinfo is connection.timezone
+    assert last == {"v": decimal.Decimal("1.5"), "n": [1, None, 3]}
+
+
+def test_a_loader_registered_on_a_lent_cursor_reads_its_next_statements():
+    # psycopg replaces the kept Transformer when the cursor's loaders change: the next statement reads with them.
+    from psycopg.adapt import Loader
+
+    class Shouted(Loader):
+        def load(self, data):
+            return bytes(data).decode().upper()
+
+    with statements.cursor() as cursor:
+        cursor.execute("SELECT 'quiet'::text")
+        assert cursor.fetchall() == [("quiet",)]
+        cursor.cursor.adapters.register_loader("text", Shouted)
+        cursor.execute("SELECT 'loud'::text")
+        assert cursor.fetchall() == [("LOUD",)]
+        cursor.cursor.close()  # not lent again: its loaders are not the connection's
