@@ -53,11 +53,15 @@ class PreparingCursor(ServerBindingCursor):
         # psycopg gives every statement a new Transformer unless the text is the very object run last, so each
         # statement looked up and built its dumpers (by parameter type) and loaders (by column type) anew: 10-15 µs
         # per statement of the hot path, whose cursors are lent from one statement to the next
-        # (runs.statements). The Transformer's caches depend on the cursor's adapters only, never on the text,
-        # and psycopg makes a new one when those change (BaseCursor._loaders_changed): one serves every text.
-        if getattr(self, "_tx", None) is not None:
+        # (runs.statements). Those caches depend on the cursor's adapters only, never on the text: the Transformer
+        # a statement used serves the next one. Not one psycopg made otherwise: for a COPY (`query` None; its
+        # column types stay in it) or after the cursor's loaders changed (BaseCursor._loaders_changed). A dumper
+        # registered on these cursors after their first statement would go unseen: none is.
+        kept = self.__dict__.get("statements_tx")
+        if query is not None and kept is not None and kept is self._tx:
             self._last_query = query
-        return super()._start_query(query)
+        yield from super()._start_query(query)
+        self.statements_tx = self._tx if query is not None else None
 
 
 class PreparedDebugWrapper(CursorDebugWrapper):

@@ -169,6 +169,18 @@ def test_one_transformer_adapts_every_text_a_lent_cursor_runs_each_with_its_own_
     assert last == {"v": decimal.Decimal("1.5"), "n": [1, None, 3]}
 
 
+def test_a_copy_on_a_lent_cursor_leaves_its_column_types_to_no_later_statement():
+    # A COPY's Transformer holds the types set for its columns: the next statement binds with its own.
+    with statements.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE copied (a int, b int)")
+        with cursor.cursor.copy("COPY copied (a, b) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "int4"])
+            copy.write_row((1, 2))
+        cursor.execute("SELECT %(a)s::text AS a, %(b)s::bigint AS b, (SELECT a + b FROM copied) AS c",
+                       {"a": "after", "b": 2**40})
+        assert cursor.fetchall() == [("after", 2**40, 3)]
+
+
 def test_a_loader_registered_on_a_lent_cursor_reads_its_next_statements():
     # psycopg replaces the kept Transformer when the cursor's loaders change: the next statement reads with them.
     from psycopg.adapt import Loader
