@@ -54,8 +54,9 @@ class PreparingCursor(ServerBindingCursor):
         # statement looked up and built its dumpers (by parameter type) and loaders (by column type) anew: 10-15 µs
         # per statement of the hot path, whose cursors are lent from one statement to the next
         # (runs.statements). Those caches depend on the cursor's adapters only, never on the text: the Transformer
-        # a statement used serves the next one. Not one psycopg made otherwise: for a COPY (`query` None; its
-        # column types stay in it) or after the cursor's loaders changed (BaseCursor._loaders_changed). A dumper
+        # a statement used serves the next one. One psycopg made for anything else is not kept: a COPY's (`query`
+        # None; its column types stay in it), or the one made when the cursor's loaders changed
+        # (BaseCursor._loaders_changed; the next statement makes a fresh one from the same adapters). A dumper
         # registered on these cursors after their first statement would go unseen: none is.
         kept = self.__dict__.get("statements_tx")
         if query is not None and kept is not None and kept is self._tx:
