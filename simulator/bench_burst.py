@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 import signal
 import statistics
 import subprocess
@@ -132,7 +133,7 @@ def _start_workers() -> subprocess.Popen:
         url = f"postgresql://{user}@/{database['NAME']}?host={host}&port={port}"
     else:
         url = f"postgresql://{user}@{host}:{port}/{database['NAME']}"
-    env = {**os.environ, "DATABASE_URL": url, "LUCIA_Q_WORKERS": "2"}
+    env = worker_environment(url)
     connections.close_all()
     log = tempfile.TemporaryFile()
     command = [sys.executable, str(settings.BASE_DIR / "manage.py"), "runworkers"]
@@ -140,6 +141,21 @@ def _start_workers() -> subprocess.Popen:
                                start_new_session=True, preexec_fn=_stop_with_parent)
     workers.log = log
     return workers
+
+
+def worker_environment(database_url: str) -> dict[str, str]:
+    """The environment of the burst's workers: the bench's database, two workers, and DEBUG off as in production.
+
+    `make bench` runs with DJANGO_DEBUG=true for the bench's own settings (it turns DEBUG off for what it measures
+    in its own process), and a child inherits it: its workers then logged every query, the hot path's statements
+    through the query-logging wrapper (runs.statements). With DEBUG off a process refuses the public development
+    key, so a development bench hands them a key of their own, and keeps the one the organization's identity
+    secrets were encrypted with (connectors.secrets) as LUCIA_SECRETS_KEY."""
+    env = {**os.environ, "DATABASE_URL": database_url, "LUCIA_Q_WORKERS": "2", "DJANGO_DEBUG": "false"}
+    if settings.SECRET_KEY == settings.INSECURE_SECRET_KEY:
+        env["DJANGO_SECRET_KEY"] = secrets.token_urlsafe(50)
+        env["LUCIA_SECRETS_KEY"] = settings.LUCIA_SECRETS_KEY or settings.SECRET_KEY
+    return env
 
 
 def _stop_with_parent() -> None:

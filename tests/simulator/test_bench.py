@@ -1,5 +1,7 @@
 """The bench's baselines must do what they claim; its timings are never asserted."""
 
+import subprocess
+import sys
 from datetime import UTC, datetime
 from io import StringIO
 from zoneinfo import ZoneInfo
@@ -9,6 +11,7 @@ from django.core.management import call_command
 from django.db import connection
 from django_q.models import OrmQ
 
+from connectors import secrets as connector_secrets
 from runs import dispatch, queue
 from runs.models import Contact, Episode, Run, Task
 from simulator import bench, bench_burst, bench_cpu, bench_cycle, bench_lag, bench_sql, bench_throughput, sim_org
@@ -189,3 +192,28 @@ def test_throughput_times_only_its_runs_after_each_process_warmed_up_on_runs_of_
     assert measured.runtime_cpu.worker > 0
     with connection.cursor() as cursor:
         cursor.execute("DROP TABLE bench_cycle_journal, bench_cycle_episodes, bench_cycle_runs")
+
+
+CHILD = """
+import django; django.setup()
+from django.conf import settings
+from connectors import secrets
+print(settings.DEBUG, secrets.decrypt({token!r}))
+"""
+
+
+def test_the_burst_s_workers_run_without_debug_and_read_the_secrets_stored_before(settings, monkeypatch):
+    # `make bench` runs with DJANGO_DEBUG=true and the development key: the workers it starts run as production
+    # (DEBUG off, which refuses that key) and still decrypt what the bench's organization stored.
+    monkeypatch.setenv("DJANGO_DEBUG", "true")
+    for name in ("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY_FILE", "LUCIA_SECRETS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    settings.DEBUG, settings.SECRET_KEY, settings.LUCIA_SECRETS_KEY = True, settings.INSECURE_SECRET_KEY, ""
+    token = connector_secrets.encrypt({"api_key": "kept"})
+
+    env = bench_burst.worker_environment("postgresql://bench@localhost:5432/lucia_bench")
+    child = subprocess.run([sys.executable, "-c", CHILD.format(token=token)], env=env, cwd=settings.BASE_DIR,  # noqa: S603 (this interpreter, our code)
+                           capture_output=True, text=True, check=True)
+
+    assert env["DATABASE_URL"] == "postgresql://bench@localhost:5432/lucia_bench" and env["LUCIA_Q_WORKERS"] == "2"
+    assert child.stdout.split("\n")[-2] == "False {'api_key': 'kept'}"
