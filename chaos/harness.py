@@ -29,7 +29,7 @@ from django.db import DatabaseError, connections
 from chaos import invariants, observe, report, scenario, schedule
 from chaos.cluster import WorkerCommand
 from chaos.database import PrivateDatabase
-from chaos.injector import Injector
+from chaos.injector import BUSY_WORKER_KINDS, Injector
 from chaos.provider import ChaosTwilio
 
 TICK_S = 0.2
@@ -113,8 +113,9 @@ def _chaos_phase(options: Options, *, rng: random.Random, plan: list[schedule.Fa
             fault = pending.pop(0)
             if not injector.inject(fault):
                 # Not possible now (no busy worker yet, the database is down): retry a little later.
-                pending.append(schedule.Fault(at=elapsed + rng.uniform(0.5, 1.5), kind=fault.kind,
-                                              hold_s=fault.hold_s, mode=fault.mode))
+                delay = TICK_S if fault.kind in BUSY_WORKER_KINDS else rng.uniform(0.5, 1.5)
+                pending.append(schedule.Fault(at=elapsed + delay, kind=fault.kind, hold_s=fault.hold_s,
+                                              mode=fault.mode))
                 pending.sort(key=lambda item: item.at)
                 break
         if not injector.db_down:

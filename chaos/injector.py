@@ -24,6 +24,9 @@ from chaos.schedule import Fault
 
 FAULT_POINTS = ("before_provider_call", "after_provider_call", "after_record")
 RELAUNCH_AFTER_S = 1.0  # like a process manager's restart delay
+# Faults that act on a worker holding a lease: a worker holds one only while it runs an episode, a few
+# milliseconds at a time, so they are tried again at the harness's next tick rather than a second later.
+BUSY_WORKER_KINDS = ("kill-busy", "stop")
 
 
 def worker_faults_env(markers: Path) -> dict[str, str]:
