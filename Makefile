@@ -11,10 +11,12 @@ DEV_ENV := DJANGO_DEBUG=$${DJANGO_DEBUG:-true}
 
 setup: $(VENV)/.synced
 
+# --compile-bytecode: the installed packages' bytecode is written once here, so no process compiles Django and the
+# rest from source at every start where PYTHONDONTWRITEBYTECODE is set (django.setup() took 2.3 s instead of 1.2).
 $(VENV)/.synced: requirements-dev.lock
 	@command -v uv >/dev/null 2>&1 || [ -x "$(UV)" ] || python3 -m pip install --quiet uv
 	@[ -x $(PY) ] || $$(command -v uv || echo $(UV)) venv --quiet $(VENV) -p python3
-	@$$(command -v uv || echo $(UV)) pip sync --quiet -p $(PY) requirements-dev.lock
+	@$$(command -v uv || echo $(UV)) pip sync --quiet --compile-bytecode -p $(PY) requirements-dev.lock
 	@touch $@
 
 lock:
