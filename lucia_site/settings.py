@@ -1,5 +1,6 @@
 """Lucia settings. Every value comes from the environment (see README, "Settings")."""
 
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -264,13 +265,14 @@ Q_CLUSTER = {
     "poll": 0.2,
     "catch_up": False,
     "ack_failures": True,
-    # A worker process is replaced after `recycle` tasks, or sooner once its peak RSS passes `max_rss` (kB). Its
-    # successor starts cold (a new connection, every hot statement prepared and planned again, empty caches):
-    # with django-q2's default of 500, a 09:00 burst of 4,000 runs drained about 10% slower (manage.py bench --only
-    # burst, 7 alternating pairs: 165 against 183 episodes/s, 6 pairs of 7 in this favour).
+    # A worker process is replaced after `recycle` tasks, or sooner once its peak RSS passes `max_rss`. Its
+    # successor starts cold (a new process's caches empty: plans parsed again, modules loaded on first use, a new
+    # connection): with django-q2's default of 500, a 09:00 burst of 4,000 runs drained about 10% slower
+    # (manage.py bench --only burst, 7 alternating pairs: 165 against 183 episodes/s, 6 pairs of 7 in this favour).
     # A worker grew about 1 MB per 1,000 tasks there; the RSS bound replaces one that grows faster.
     "recycle": env_int("LUCIA_Q_RECYCLE", 5000),
-    "max_rss": env_int("LUCIA_Q_MAX_RSS_KB", 512 * 1024),
+    # django-q2 compares it with getrusage's ru_maxrss: kilobytes on Linux, bytes on macOS.
+    "max_rss": env_int("LUCIA_Q_MAX_RSS_KB", 512 * 1024) * (1024 if sys.platform == "darwin" else 1),
 }
 if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
     raise ImproperlyConfigured(

@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.db import connection, connections
 from django.utils import timezone
+from django_q.models import OrmQ
 
 from agents.models import AgentVersion, Organization
 from runs import starts, worker
@@ -71,11 +72,15 @@ def measure(version: AgentVersion, organization: Organization, *, runs: int, con
     # The episodes made due, not later ones: each follow-up done schedules the run's next (days ahead).
     followups = Episode.objects.filter(pk__in=list(
         Episode.objects.filter(run_id__in=run_ids, status=EpisodeStatus.QUEUED).values_list("pk", flat=True)))
+    # The queue holds what only this process may run: django-q2 signs each task with SECRET_KEY, and a development
+    # bench's workers have a key of their own (worker_environment). The template's task ran here already.
+    OrmQ.objects.all().delete()
     workers = _start_workers()
     try:
         drained = _wait_for_drain(followups, total=len(run_ids), workers=workers, say=say)
     finally:
         _stop_workers(workers)
+        OrmQ.objects.all().delete()  # what the workers left (signed with their key) is nobody else's to run
     if not drained:
         workers.log.seek(0)
         tail = workers.log.read().decode(errors="replace").splitlines()[-20:]
