@@ -4,6 +4,13 @@ The only writer of `runs_clusterheartbeat`. A cluster whose processes are all
 alive can still run nothing (a worker killed while it held django-q2's queue
 lock, django-q2 issue #23); only progress tells. Stamps are upserts, so a bare
 `qcluster` (no supervisor, no row yet) is recorded too.
+
+A task's stamps, made in their own transactions, commit without waiting for their WAL to reach the disk
+(synchronous_commit off for that transaction only): every task of every worker of the cluster upserts the same
+row twice, and a commit that waits holds the row's lock through its flush, so the workers queued behind one
+another's flushes. A stamp that a database crash takes back (with every commit after it: the WAL's order) leaves
+the row as it was a moment before; progress is read over minutes (the supervisor's stall time), and an in-flight
+count left one too high is what a worker killed in a task leaves too (the next registration resets it).
 """
 
 import contextlib
@@ -26,7 +33,8 @@ _UPSERT = """
 INSERT INTO runs_clusterheartbeat AS h
        (cluster, host, pid, started_at, ready_at, last_task_started_at, last_task_finished_at, in_flight,
         restarts, last_restart_reason)
-VALUES (%s, %s, NULL, statement_timestamp(), {ready}, {started}, {finished}, {in_flight}, 0, '')
+SELECT %s, %s, NULL, statement_timestamp(), {ready}, {started}, {finished}, {in_flight}, 0, ''
+  FROM (SELECT CASE WHEN %s THEN set_config('synchronous_commit', 'off', true) END) AS unflushed
 ON CONFLICT (cluster) DO UPDATE SET {update}
 """
 _STARTED_SQL = _UPSERT.format(
@@ -58,8 +66,9 @@ def beat(cluster: str | None = None) -> Iterator[None]:
 
 def _stamp(sql: str, cluster: str) -> None:
     try:
+        alone = connection.get_autocommit() and not connection.in_atomic_block  # else: as the caller chose
         with connection.cursor() as cursor:
-            cursor.execute(sql, [cluster, socket.gethostname()])
+            cursor.execute(sql, [cluster, socket.gethostname(), alone])
     except DatabaseError as exc:
         logger.warning("cluster %s: heartbeat not recorded (%s)", cluster, exc.__class__.__name__)
 

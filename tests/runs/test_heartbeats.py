@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django_q.tasks import async_task
 
 from runs import heartbeats
@@ -127,3 +127,42 @@ def test_a_late_registration_still_counts_workers_that_came_up_since_the_qcluste
     heartbeats.worker_ready("c")  # the new qcluster's worker, up before the supervisor could register it
     heartbeats.register("c", pid=2, running_for=30)
     assert not heartbeats.progress("c", stall_after=STALL).booting
+
+
+class _RolledBack(Exception):
+    pass
+
+
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_s_stamps_alone_commit_without_waiting_for_the_disk():
+    stamps = []
+
+    def record(execute, sql, params, many, context):
+        stamps.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record), heartbeats.beat("alone"):
+        pass
+
+    assert [sql for sql, _ in stamps] == [heartbeats._STARTED_SQL, heartbeats._FINISHED_SQL]
+    for sql, params in stamps:  # each run again in a transaction that is rolled back
+        with pytest.raises(_RolledBack), transaction.atomic():
+            _sql(sql, params)
+            assert _synchronous_commit() == "off"
+            raise _RolledBack
+    assert _synchronous_commit() == "on"  # for their own transactions only
+    row = ClusterHeartbeat.objects.get(cluster="alone")
+    assert row.in_flight == 0 and row.last_task_finished_at >= row.last_task_started_at
+
+
+def test_a_task_s_stamps_in_a_caller_s_transaction_leave_its_commit_as_the_caller_chose():
+    with heartbeats.beat("inside"):  # the caller's transaction: the test's own (pytest-django's)
+        pass
+    assert _synchronous_commit() == "on"
+    assert ClusterHeartbeat.objects.get(cluster="inside").in_flight == 0
