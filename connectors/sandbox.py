@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from connectors import outages
+from connectors import commits, outages
 from connectors.base import (
     INBOUND_KINDS,
     Connector,
@@ -60,7 +60,7 @@ class SandboxConnector(Connector):
         provider_message_id = provider_message_id_for(message.idem_key)
         with _prepared_cursor() as cursor:
             cursor.execute(
-                INSERT_SQL if _in_transaction(cursor.db) else UNFLUSHED_INSERT_SQL,
+                UNFLUSHED_INSERT_SQL if commits.in_own_transaction(cursor.db) else INSERT_SQL,
                 [self.identity.organization_id, message.channel, message.idem_key, message.to,
                  json.dumps(_payload(message)), provider_message_id, accepted_at],
             )
@@ -102,11 +102,6 @@ UNFLUSHED_INSERT_SQL = ("INSERT INTO connectors_sandboxmessage (organization_id,
                         " provider_message_id, created_at) SELECT %s, %s, %s, %s, %s::jsonb, %s, %s"
                         " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
                         " ON CONFLICT (idem_key) DO NOTHING")
-
-
-def _in_transaction(db) -> bool:
-    """Whether a statement on `db` would join a caller's transaction (whose commit must wait as it chose)."""
-    return db.in_atomic_block or not db.get_autocommit()
 
 
 def _prepared_cursor() -> CursorWrapper:

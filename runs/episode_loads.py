@@ -21,6 +21,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import connection
 
+from connectors import commits
 from connectors.models import Channel
 from runs import clock, json_rows, leases, statements
 from runs.episode_facts import EpisodeFacts
@@ -227,8 +228,8 @@ def claim_and_start(run_id: int, *, owner: str) -> Start:
     lease just taken, by a statement that sees it.
     """
     # Only in its own transaction: a caller's commits as the caller chose.
-    own = connection.get_autocommit() and not connection.in_atomic_block
-    start = _start(CLAIM_START_SQL, leases.claim_params(run_id, owner=owner), unflushed=own)
+    start = _start(CLAIM_START_SQL, leases.claim_params(run_id, owner=owner),
+                   unflushed=commits.in_own_transaction(connection))
     if start.run is not None and start.started is None:
         return hold_and_start(run_id, epoch=start.run.lease_epoch, owner=owner)
     return start

@@ -5,12 +5,12 @@ alive can still run nothing (a worker killed while it held django-q2's queue
 lock, django-q2 issue #23); only progress tells. Stamps are upserts, so a bare
 `qcluster` (no supervisor, no row yet) is recorded too.
 
-A task's stamps, made in their own transactions, commit without waiting for their WAL to reach the disk
-(synchronous_commit off for that transaction only): every task of every worker of the cluster upserts the same
-row twice, and a commit that waits holds the row's lock through its flush, so the workers queued behind one
-another's flushes. A stamp that a database crash takes back (with every commit after it: the WAL's order) leaves
-the row as it was a moment before; progress is read over minutes (the supervisor's stall time), and an in-flight
-count left one too high is what a worker killed in a task leaves too (the next registration resets it).
+A task's two stamps, each in its own transaction, commit without waiting for their WAL to reach the disk
+(connectors.commits): every task of every worker of the cluster upserts the same row twice, and a commit that
+waits holds the row's lock through its flush, so the workers queued behind one another's flushes. A stamp that a
+database crash takes back (with every commit after it: the WAL's order) leaves the row as it was a moment before,
+as a worker killed in a task leaves it (an in-flight count one too high, reset by the next registration). A
+worker's ready stamp waits: lost, its cluster would look as if no worker had come up, and be restarted.
 """
 
 import contextlib
@@ -24,6 +24,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from connectors import commits
+
 logger = logging.getLogger(__name__)
 
 # A qcluster whose workers are not up this long after it started is restarted.
@@ -33,10 +35,10 @@ _UPSERT = """
 INSERT INTO runs_clusterheartbeat AS h
        (cluster, host, pid, started_at, ready_at, last_task_started_at, last_task_finished_at, in_flight,
         restarts, last_restart_reason)
-SELECT %s, %s, NULL, statement_timestamp(), {ready}, {started}, {finished}, {in_flight}, 0, ''
-  FROM (SELECT CASE WHEN %s THEN set_config('synchronous_commit', 'off', true) END) AS unflushed
+SELECT %(cluster)s, %(host)s, NULL, statement_timestamp(), {ready}, {started}, {finished}, {in_flight}, 0, ''
+  FROM {unflushed}
 ON CONFLICT (cluster) DO UPDATE SET {update}
-"""
+""".replace("{unflushed}", commits.UNFLUSHED_FROM)
 _STARTED_SQL = _UPSERT.format(
     ready="NULL", started="statement_timestamp()", finished="NULL", in_flight=1,
     update="last_task_started_at = statement_timestamp(), in_flight = h.in_flight + 1")
@@ -57,18 +59,19 @@ def cluster_name() -> str:
 def beat(cluster: str | None = None) -> Iterator[None]:
     """Stamp a task's start and end. A failed stamp never fails the task: progress is advisory."""
     cluster = cluster or cluster_name()
-    _stamp(_STARTED_SQL, cluster)
+    _stamp(_STARTED_SQL, cluster, unflushed=True)
     try:
         yield
     finally:
-        _stamp(_FINISHED_SQL, cluster)
+        _stamp(_FINISHED_SQL, cluster, unflushed=True)
 
 
-def _stamp(sql: str, cluster: str) -> None:
+def _stamp(sql: str, cluster: str, *, unflushed: bool = False) -> None:
+    """Upsert the cluster's row; `unflushed`: the commit need not wait for the disk (in its own transaction only)."""
     try:
-        alone = connection.get_autocommit() and not connection.in_atomic_block  # else: as the caller chose
+        unflushed = unflushed and commits.in_own_transaction(connection)
         with connection.cursor() as cursor:
-            cursor.execute(sql, [cluster, socket.gethostname(), alone])
+            cursor.execute(sql, {"cluster": cluster, "host": socket.gethostname(), "unflushed": unflushed})
     except DatabaseError as exc:
         logger.warning("cluster %s: heartbeat not recorded (%s)", cluster, exc.__class__.__name__)
 

@@ -9,14 +9,15 @@ mean, which the dispatcher's marks rely on (runs.queue): a waiting row's `lock` 
 the time it may be handed out again (taken + Q_CLUSTER["retry"], the stock broker's `timeout`), both on the app
 server's clock as the stock broker stamps them.
 
-Taking tasks and acknowledging them is the queue's own bookkeeping, and in its own implicit transaction it commits
-without waiting for its WAL to reach the disk (synchronous_commit off for that transaction only): two fewer WAL
-flushes per task, which every worker's task otherwise queued for behind the others'. After a database crash the
-commits that survive are a prefix of the WAL's order, so what such a crash can take back costs a delivery, never
-work: a lost take leaves the row waiting, and it is handed out again (a duplicate delivery is harmless:
-runs.worker); a lost acknowledgement leaves the row taken, and it is handed out again after `retry`. Nothing a task
+Taking tasks and acknowledging them is the queue's own bookkeeping, and in its own transaction it commits without
+waiting for its WAL to reach the disk (connectors.commits): a cluster takes its tasks through its one pusher and
+acknowledges them through its one monitor, each a flush at a time, and workers' tasks waited on those flushes.
+What a database crash takes back of it costs a delivery, never work, as for a task in flight at a crash: a take
+lost with the work after it leaves the row waiting, to be handed out again (a duplicate delivery is harmless:
+runs.worker) or, when the delivery that failed with the crash is acknowledged first, the run is queued again by
+the dispatcher (its mark: runs.queue); a lost acknowledgement leaves the row taken until `retry`. Nothing a task
 does outside Lucia rests on either: a send's row is committed by a commit that waits (runs.outbox.open_row), which
-makes every commit before it durable, the take among them.
+makes every commit before it durable.
 """
 
 from __future__ import annotations
@@ -29,20 +30,19 @@ from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
 
+from connectors import commits
+
 QUEUE_TABLE = OrmQ._meta.db_table
-# A one-row FROM item (so it is evaluated) that makes the statement's own transaction commit unflushed when
-# %(alone)s; in a caller's transaction the caller chose how its commit waits.
-UNFLUSHED = "(SELECT CASE WHEN %(alone)s THEN set_config('synchronous_commit', 'off', true) END) AS unflushed"
 DEQUEUE_SQL = f"""
 UPDATE {QUEUE_TABLE} SET lock = %(until)s
-  FROM {UNFLUSHED}
+  FROM {commits.UNFLUSHED_FROM}
  WHERE id IN (SELECT id FROM {QUEUE_TABLE}
                WHERE key = %(key)s AND lock < %(now)s
                ORDER BY id LIMIT %(bulk)s
                  FOR UPDATE SKIP LOCKED)
 RETURNING id, payload
 """  # noqa: S608 (a model's table name; every value is a parameter)
-ACKNOWLEDGE_SQL = f"DELETE FROM {QUEUE_TABLE} USING {UNFLUSHED} WHERE id = %(id)s"  # noqa: S608 (as above)
+ACKNOWLEDGE_SQL = f"DELETE FROM {QUEUE_TABLE} USING {commits.UNFLUSHED_FROM} WHERE id = %(id)s"  # noqa: S608 (as above)
 
 
 class SkipLockedORM(ORM):
@@ -53,7 +53,7 @@ class SkipLockedORM(ORM):
         now = timezone.now()
         with connections[Conf.ORM].cursor() as cursor:
             cursor.execute(DEQUEUE_SQL, {"until": self.timeout(None), "key": self.list_key, "now": now,
-                                         "bulk": Conf.BULK, "alone": _alone()})
+                                         "bulk": Conf.BULK, "unflushed": _in_own_transaction()})
             rows = cursor.fetchall()
         if rows:
             return sorted(rows)  # RETURNING follows the rows as updated, not the sub-select's order
@@ -61,13 +61,12 @@ class SkipLockedORM(ORM):
         return None
 
     def acknowledge(self, task_id: int) -> None:
-        """The task is done with (the monitor has its result): its row goes."""
+        """Delete the row of a task whose result the monitor has: the stock broker's delete, as one statement
+        whose commit need not wait (the module's docstring)."""
         self.get_connection()
         with connections[Conf.ORM].cursor() as cursor:
-            cursor.execute(ACKNOWLEDGE_SQL, {"id": task_id, "alone": _alone()})
+            cursor.execute(ACKNOWLEDGE_SQL, {"id": task_id, "unflushed": _in_own_transaction()})
 
 
-def _alone() -> bool:
-    """Whether a statement runs in its own implicit transaction, whose commit it may choose (UNFLUSHED)."""
-    db = connections[Conf.ORM]
-    return db.get_autocommit() and not db.in_atomic_block
+def _in_own_transaction() -> bool:
+    return commits.in_own_transaction(connections[Conf.ORM])

@@ -9,6 +9,7 @@ from connectors import registry, sandbox
 from connectors.base import OutboundMessage
 from connectors.models import SandboxMessage
 from connectors.sandbox import SandboxConnector
+from tests.commit_settings import synchronous_commit
 from tests.connectors.conftest import load_payload, make_identity
 
 pytestmark = pytest.mark.django_db
@@ -70,21 +71,15 @@ def _inserts(send) -> list[str]:
     return seen
 
 
-def _synchronous_commit() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW synchronous_commit")
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_send_outside_a_transaction_is_committed_at_once_and_leaves_the_session_as_it_was(connector):
-    before = _synchronous_commit()
+    before = synchronous_commit()
     results = []
 
     [insert] = _inserts(lambda: results.append(connector.send(_message())))
 
     assert "set_config('synchronous_commit', 'off', true)" in insert  # its own commit does not wait for the disk
-    assert _synchronous_commit() == before
+    assert synchronous_commit() == before
     other = connections.create_connection(DEFAULT_DB_ALIAS)  # another session sees it committed
     try:
         with other.cursor() as cursor:
@@ -97,11 +92,11 @@ def test_a_send_outside_a_transaction_is_committed_at_once_and_leaves_the_sessio
 
 def test_a_send_inside_a_callers_transaction_leaves_its_commit_as_the_caller_chose(connector):
     with transaction.atomic():
-        before = _synchronous_commit()
+        before = synchronous_commit()
         [insert] = _inserts(lambda: connector.send(_message()))
 
         assert "synchronous_commit" not in insert
-        assert _synchronous_commit() == before
+        assert synchronous_commit() == before
     assert SandboxMessage.objects.filter(idem_key=KEY).exists()
 
 

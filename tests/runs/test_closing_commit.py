@@ -9,13 +9,8 @@ from django.db import connection
 
 from runs import escalations, execution, worker
 from runs.models import EpisodeKind, EpisodeStatus, EscalationKind, Run, RunStatus
+from tests.commit_settings import synchronous_commit
 from tests.runs import loop_helpers
-
-
-def _synchronous_commit() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW synchronous_commit")
-        return cursor.fetchone()[0]
 
 
 def _advance_seeing_the_close_s_setting(run: Run) -> list[str]:
@@ -25,7 +20,7 @@ def _advance_seeing_the_close_s_setting(run: Run) -> list[str]:
     def after_close(execute, sql, params, many, context):
         result = execute(sql, params, many, context)
         if sql == execution.CLOSE_SQL:
-            seen.append(_synchronous_commit())
+            seen.append(synchronous_commit())
         return result
 
     with connection.execute_wrapper(after_close):
@@ -37,11 +32,11 @@ def _advance_seeing_the_close_s_setting(run: Run) -> list[str]:
 def test_a_quiet_close_in_the_fence_s_own_transaction_commits_without_waiting_for_the_disk():
     run = loop_helpers.make_run()
     episode = loop_helpers.add_episode(run, EpisodeKind.START)
-    before = _synchronous_commit()
+    before = synchronous_commit()
 
     assert _advance_seeing_the_close_s_setting(run) == ["off"]
 
-    assert _synchronous_commit() == before == "on"  # for that transaction only
+    assert synchronous_commit() == before == "on"  # for that transaction only
     episode.refresh_from_db()
     run.refresh_from_db()
     assert episode.status == EpisodeStatus.DONE and run.status == RunStatus.WAITING
@@ -66,6 +61,6 @@ def test_a_quiet_close_inside_a_caller_s_transaction_leaves_its_commit_as_the_ca
 
     # The caller's transaction: the test's own (pytest-django's), around the fence's.
     assert _advance_seeing_the_close_s_setting(run) == ["on"]
-    assert _synchronous_commit() == "on"
+    assert synchronous_commit() == "on"
     run.refresh_from_db()
     assert run.status == RunStatus.WAITING

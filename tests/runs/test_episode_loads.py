@@ -13,6 +13,7 @@ from connectors import addresses
 from connectors.models import Suppression
 from runs import episode_loads, execution, leases, statements, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
+from tests.commit_settings import synchronous_commit
 from tests.factories import ContactFactory
 from tests.runs import lock_waits, loop_helpers
 from tests.runs.plan_helpers import plan_with_quiet_statistics
@@ -109,12 +110,6 @@ def test_the_start_finds_the_run_s_episodes_by_run_not_among_every_run_s_due_one
     assert start.started.episode.kind == EpisodeKind.FOLLOWUP and start.run.status == "active"
 
 
-def _synchronous_commit() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW synchronous_commit")
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.django_db
 @pytest.mark.parametrize("unflushed", [True, False])
 def test_the_start_statement_commits_unflushed_only_when_asked(unflushed):
@@ -125,7 +120,7 @@ def test_the_start_statement_commits_unflushed_only_when_asked(unflushed):
 
     statements.fetch_dicts(episode_loads.CLAIM_START_SQL, params)  # in the test's transaction: the setting stays
 
-    assert _synchronous_commit() == ("off" if unflushed else "on")
+    assert synchronous_commit() == ("off" if unflushed else "on")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -144,10 +139,10 @@ def test_a_start_in_its_own_transaction_asks_for_an_unflushed_commit_and_one_in_
         assert episode_loads.claim_and_start(own.pk, owner="own").started.episode is not None
         with transaction.atomic():
             assert episode_loads.claim_and_start(callers.pk, owner="caller").started.episode is not None
-            assert _synchronous_commit() == "on"  # the caller's transaction commits as it chose
+            assert synchronous_commit() == "on"  # the caller's transaction commits as it chose
 
     assert asked == [True, False]
-    assert _synchronous_commit() == "on"  # the own transaction's setting ended with it
+    assert synchronous_commit() == "on"  # the own transaction's setting ended with it
 
 
 @pytest.mark.django_db(transaction=True)

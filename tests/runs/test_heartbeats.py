@@ -3,11 +3,13 @@
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django_q.tasks import async_task
 
 from runs import heartbeats
 from runs.models import ClusterHeartbeat
+from tests import commit_settings
+from tests.commit_settings import synchronous_commit
 
 pytestmark = pytest.mark.django_db
 
@@ -129,40 +131,38 @@ def test_a_late_registration_still_counts_workers_that_came_up_since_the_qcluste
     assert not heartbeats.progress("c", stall_after=STALL).booting
 
 
-class _RolledBack(Exception):
-    pass
 
+def _stamps(call) -> list[tuple[str, dict]]:
+    """The upserts of the cluster's row that `call` ran, with their parameters."""
+    seen = []
 
-def _synchronous_commit() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW synchronous_commit")
-        return cursor.fetchone()[0]
+    def record(execute, sql, params, many, context):
+        if "INSERT INTO runs_clusterheartbeat" in sql:
+            seen.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        call()
+    return seen
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_task_s_stamps_alone_commit_without_waiting_for_the_disk():
-    stamps = []
+def test_a_task_s_stamps_in_their_own_transactions_commit_without_waiting_for_the_disk_a_ready_stamp_waits():
+    def task():
+        with heartbeats.beat("own"):
+            pass
 
-    def record(execute, sql, params, many, context):
-        stamps.append((sql, params))
-        return execute(sql, params, many, context)
+    stamps = _stamps(task) + _stamps(lambda: heartbeats.worker_ready("own"))
 
-    with connection.execute_wrapper(record), heartbeats.beat("alone"):
-        pass
-
-    assert [sql for sql, _ in stamps] == [heartbeats._STARTED_SQL, heartbeats._FINISHED_SQL]
-    for sql, params in stamps:  # each run again in a transaction that is rolled back
-        with pytest.raises(_RolledBack), transaction.atomic():
-            _sql(sql, params)
-            assert _synchronous_commit() == "off"
-            raise _RolledBack
-    assert _synchronous_commit() == "on"  # for their own transactions only
-    row = ClusterHeartbeat.objects.get(cluster="alone")
-    assert row.in_flight == 0 and row.last_task_finished_at >= row.last_task_started_at
+    assert synchronous_commit() == "on"  # for their own transactions only
+    row = ClusterHeartbeat.objects.get(cluster="own")
+    assert row.in_flight == 0 and row.last_task_finished_at and row.ready_at
+    # What each left its transaction with, run again (and rolled back): the task's two, then the ready stamp.
+    assert [commit_settings.left_by(sql, params) for sql, params in stamps] == ["off", "off", "on"]
 
 
 def test_a_task_s_stamps_in_a_caller_s_transaction_leave_its_commit_as_the_caller_chose():
     with heartbeats.beat("inside"):  # the caller's transaction: the test's own (pytest-django's)
         pass
-    assert _synchronous_commit() == "on"
+    assert synchronous_commit() == "on"
     assert ClusterHeartbeat.objects.get(cluster="inside").in_flight == 0

@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_q.brokers import get_broker
@@ -11,6 +11,8 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 
 from runs import queue_broker
+from tests import commit_settings
+from tests.commit_settings import synchronous_commit
 from tests.runs import lock_waits
 
 
@@ -50,12 +52,9 @@ def test_a_task_being_taken_by_another_cluster_is_passed_over_not_waited_for(bro
     assert broker.dequeue() == [(first, "task 0")]
 
 
-class _RolledBack(Exception):
-    pass
-
 
 def _bookkeeping(call) -> list[tuple[str, dict]]:
-    """The broker's take and acknowledge statements `call` ran, with their parameters."""
+    """The statements taking or acknowledging tasks that `call` ran, with their parameters."""
     seen = []
 
     def record(execute, sql, params, many, context):
@@ -68,39 +67,18 @@ def _bookkeeping(call) -> list[tuple[str, dict]]:
     return seen
 
 
-def _synchronous_commit() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW synchronous_commit")
-        return cursor.fetchone()[0]
-
-
-def _commit_setting_of(sql: str, params: dict) -> str:
-    """What synchronous_commit `sql` leaves its transaction with, run in one that is rolled back; it must take or
-    delete a row (a statement that changes nothing has nothing to commit)."""
-    with pytest.raises(_RolledBack), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            assert cursor.rowcount == 1
-        setting = _synchronous_commit()
-        raise _RolledBack
-    return setting
-
-
 @pytest.mark.django_db(transaction=True)
-def test_taking_and_acknowledging_a_task_alone_commit_without_waiting_for_the_disk(broker):
+def test_taking_and_acknowledging_a_task_in_their_own_transactions_commit_without_waiting_for_the_disk(broker):
     task, other = broker.enqueue("task 0"), broker.enqueue("task 1")
-    before = _synchronous_commit()
 
-    [(take, take_params)] = _bookkeeping(lambda: broker.dequeue())  # the oldest (Q_CLUSTER["bulk"] is 1)
+    [(take, take_params)] = _bookkeeping(broker.dequeue)  # the oldest (Q_CLUSTER["bulk"] is 1)
     [(ack, ack_params)] = _bookkeeping(lambda: broker.acknowledge(task))
 
-    assert (take, ack) == (queue_broker.DEQUEUE_SQL, queue_broker.ACKNOWLEDGE_SQL)
-    assert take_params["alone"] is ack_params["alone"] is True
-    assert _synchronous_commit() == before == "on"  # for their own transactions only
     assert not OrmQ.objects.filter(pk=task).exists()
-    # What those statements leave their transaction with, each run again on the other task (and rolled back).
-    assert _commit_setting_of(take, {**take_params, "now": timezone.now()}) == "off"
-    assert _commit_setting_of(ack, {**ack_params, "id": other}) == "off"
+    assert synchronous_commit() == "on"  # for their own transactions only
+    # What those statements left their transactions with: each run again on the other task (and rolled back).
+    assert commit_settings.left_by(take, {**take_params, "now": timezone.now()}) == "off"
+    assert commit_settings.left_by(ack, {**ack_params, "id": other}) == "off"
 
 
 @pytest.mark.django_db
@@ -110,5 +88,5 @@ def test_taking_and_acknowledging_a_task_in_a_caller_s_transaction_leave_its_com
     assert broker.dequeue() == [(task, "task 0")]
     broker.acknowledge(task)
 
-    assert _synchronous_commit() == "on"
+    assert synchronous_commit() == "on"
     assert not OrmQ.objects.filter(pk=task).exists()
