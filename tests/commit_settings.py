@@ -1,7 +1,10 @@
-"""Whether commits wait for the disk (connectors.commits): synchronous_commit as the session has it now, and as a
-statement leaves its transaction."""
+"""Whether commits wait for the disk (connectors.commits): synchronous_commit as the session has it now, as a
+statement leaves its transaction, and the statements a call ran."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
@@ -27,3 +30,17 @@ def left_by(sql: str, params: dict) -> str:
         setting = synchronous_commit()
         raise _RolledBack
     return setting
+
+
+def statements_run(call: Callable[[], Any], *, picked: Callable[[str], bool]) -> list[tuple[str, Any]]:
+    """The statements `call` ran that `picked` picks by their text, with their parameters."""
+    seen = []
+
+    def record(execute, sql, params, many, context):
+        if picked(sql):
+            seen.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        call()
+    return seen

@@ -2,14 +2,14 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.test import RequestFactory
 
 from connectors import registry, sandbox
 from connectors.base import OutboundMessage
 from connectors.models import SandboxMessage
 from connectors.sandbox import SandboxConnector
-from tests.commit_settings import synchronous_commit
+from tests.commit_settings import statements_run, synchronous_commit
 from tests.connectors.conftest import load_payload, make_identity
 
 pytestmark = pytest.mark.django_db
@@ -59,16 +59,8 @@ def test_resending_the_same_key_stores_nothing_new_and_keeps_the_first_text(conn
 
 def _inserts(send) -> list[str]:
     """The sandbox inserts `send()` ran."""
-    seen = []
-
-    def record(execute, sql, params, many, context):
-        if sql.startswith("INSERT INTO connectors_sandboxmessage"):
-            seen.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        send()
-    return seen
+    return [sql for sql, _ in statements_run(send, picked=lambda sql: sql.startswith(
+        "INSERT INTO connectors_sandboxmessage"))]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ from django_q.tasks import async_task
 from runs import heartbeats
 from runs.models import ClusterHeartbeat
 from tests import commit_settings
-from tests.commit_settings import synchronous_commit
+from tests.commit_settings import statements_run, synchronous_commit
 
 pytestmark = pytest.mark.django_db
 
@@ -134,16 +134,7 @@ def test_a_late_registration_still_counts_workers_that_came_up_since_the_qcluste
 
 def _stamps(call) -> list[tuple[str, dict]]:
     """The upserts of the cluster's row that `call` ran, with their parameters."""
-    seen = []
-
-    def record(execute, sql, params, many, context):
-        if "INSERT INTO runs_clusterheartbeat" in sql:
-            seen.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        call()
-    return seen
+    return statements_run(call, picked=lambda sql: "INSERT INTO runs_clusterheartbeat" in sql)
 
 
 @pytest.mark.django_db(transaction=True)

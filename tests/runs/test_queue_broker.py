@@ -12,7 +12,7 @@ from django_q.models import OrmQ
 
 from runs import queue_broker
 from tests import commit_settings
-from tests.commit_settings import synchronous_commit
+from tests.commit_settings import statements_run, synchronous_commit
 from tests.runs import lock_waits
 
 
@@ -55,16 +55,7 @@ def test_a_task_being_taken_by_another_cluster_is_passed_over_not_waited_for(bro
 
 def _bookkeeping(call) -> list[tuple[str, dict]]:
     """The statements taking or acknowledging tasks that `call` ran, with their parameters."""
-    seen = []
-
-    def record(execute, sql, params, many, context):
-        if sql in (queue_broker.DEQUEUE_SQL, queue_broker.ACKNOWLEDGE_SQL):
-            seen.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        call()
-    return seen
+    return statements_run(call, picked=lambda sql: sql in (queue_broker.DEQUEUE_SQL, queue_broker.ACKNOWLEDGE_SQL))
 
 
 @pytest.mark.django_db(transaction=True)
