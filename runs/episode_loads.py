@@ -56,7 +56,7 @@ CLOCK_SQL = """
 clock AS (
     SELECT CASE WHEN h.sim AND h.virtual_now IS NOT NULL THEN h.virtual_now ELSE %(wall)s END AS now,
            h.status IN ('active', 'waiting', 'waiting_human') AS open,
-           CASE WHEN %(unflushed)s THEN set_config('synchronous_commit', 'off', true) END AS unflushed
+           __UNFLUSHED__ AS unflushed
       FROM holder h
 ),
 known AS (
@@ -66,7 +66,7 @@ known AS (
                                 (nullif('+' || regexp_replace(c.phone, '[^0-9]', '', 'g'), '+')),
                                 (btrim(c.slack_user))) a(address)
      WHERE c.run_id = (SELECT id FROM holder) AND a.address <> ''
-)"""
+)""".replace("__UNFLUSHED__", commits.UNFLUSHED_CALL)
 
 # The next episode to run: one left running under an older epoch first (resume), then the first due by seq.
 # The run's episodes are found by run, the test `IS TRUE` (runs.models.episode's indexes say why): as a bare OR it
@@ -227,7 +227,6 @@ def claim_and_start(run_id: int, *, owner: str) -> Start:
     it was when the statement began: the writer's episode is not there. So "nothing due" is asked again, under the
     lease just taken, by a statement that sees it.
     """
-    # Only in its own transaction: a caller's commits as the caller chose.
     start = _start(CLAIM_START_SQL, leases.claim_params(run_id, owner=owner),
                    unflushed=commits.in_own_transaction(connection))
     if start.run is not None and start.started is None:

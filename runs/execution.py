@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection
 
+from connectors import commits
 from runs import (
     clock,
     decisions,
@@ -220,7 +221,7 @@ UPDATE runs_run
   FROM (SELECT EXISTS (SELECT 1 FROM queued WHERE due_at <= %(now)s)
                OR EXISTS (SELECT 1 FROM runs_episode
                            WHERE run_id = %(run)s AND status = 'running' AND lease_epoch < %(epoch)s) AS any,
-               CASE WHEN %(unflushed)s THEN set_config('synchronous_commit', 'off', true) END AS unflushed
+               {commits.UNFLUSHED_CALL} AS unflushed
         OFFSET 0) due
  WHERE id = %(run)s AND lease_epoch = %(epoch)s
 RETURNING next_wake_at, lease_owner IS NULL

@@ -14,6 +14,7 @@ worker's ready stamp waits: lost, its cluster would look as if no worker had com
 """
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -31,21 +32,21 @@ logger = logging.getLogger(__name__)
 # A qcluster whose workers are not up this long after it started is restarted.
 BOOT_TIMEOUT = timedelta(seconds=60)
 
-_UPSERT = """
+_UPSERT = functools.partial("""
 INSERT INTO runs_clusterheartbeat AS h
        (cluster, host, pid, started_at, ready_at, last_task_started_at, last_task_finished_at, in_flight,
         restarts, last_restart_reason)
 SELECT %(cluster)s, %(host)s, NULL, statement_timestamp(), {ready}, {started}, {finished}, {in_flight}, 0, ''
   FROM {unflushed}
 ON CONFLICT (cluster) DO UPDATE SET {update}
-""".replace("{unflushed}", commits.UNFLUSHED_FROM)
-_STARTED_SQL = _UPSERT.format(
+""".format, unflushed=commits.UNFLUSHED_FROM)
+_STARTED_SQL = _UPSERT(
     ready="NULL", started="statement_timestamp()", finished="NULL", in_flight=1,
     update="last_task_started_at = statement_timestamp(), in_flight = h.in_flight + 1")
-_FINISHED_SQL = _UPSERT.format(
+_FINISHED_SQL = _UPSERT(
     ready="NULL", started="NULL", finished="statement_timestamp()", in_flight=0,
     update="last_task_finished_at = statement_timestamp(), in_flight = greatest(h.in_flight - 1, 0)")
-_READY_SQL = _UPSERT.format(
+_READY_SQL = _UPSERT(
     ready="statement_timestamp()", started="NULL", finished="NULL", in_flight=0,
     update="ready_at = statement_timestamp()")
 
@@ -59,26 +60,26 @@ def cluster_name() -> str:
 def beat(cluster: str | None = None) -> Iterator[None]:
     """Stamp a task's start and end. A failed stamp never fails the task: progress is advisory."""
     cluster = cluster or cluster_name()
-    _stamp(_STARTED_SQL, cluster, unflushed=True)
+    _stamp(_STARTED_SQL, cluster, may_skip_flush=True)
     try:
         yield
     finally:
-        _stamp(_FINISHED_SQL, cluster, unflushed=True)
+        _stamp(_FINISHED_SQL, cluster, may_skip_flush=True)
 
 
-def _stamp(sql: str, cluster: str, *, unflushed: bool = False) -> None:
-    """Upsert the cluster's row; `unflushed`: the commit need not wait for the disk (in its own transaction only)."""
+def _stamp(sql: str, cluster: str, *, may_skip_flush: bool) -> None:
+    """Upsert the cluster's row; `may_skip_flush`: its commit need not wait for the disk (in its own transaction)."""
     try:
-        unflushed = unflushed and commits.in_own_transaction(connection)
         with connection.cursor() as cursor:
-            cursor.execute(sql, {"cluster": cluster, "host": socket.gethostname(), "unflushed": unflushed})
+            cursor.execute(sql, {"cluster": cluster, "host": socket.gethostname(),
+                                 "unflushed": may_skip_flush and commits.in_own_transaction(connection)})
     except DatabaseError as exc:
         logger.warning("cluster %s: heartbeat not recorded (%s)", cluster, exc.__class__.__name__)
 
 
 def worker_ready(cluster: str | None = None) -> None:
     """A worker process of the cluster came up (sent by django-q2 as `post_spawn`)."""
-    _stamp(_READY_SQL, cluster or cluster_name())
+    _stamp(_READY_SQL, cluster or cluster_name(), may_skip_flush=False)  # the module's docstring says why
 
 
 def register(cluster: str, *, pid: int, running_for: float = 0.0) -> None:

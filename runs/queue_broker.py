@@ -51,9 +51,10 @@ class SkipLockedORM(ORM):
         stock broker) when none is waiting."""
         self.get_connection()  # the stock broker's check: a stale connection is closed before it is used
         now = timezone.now()
-        with connections[Conf.ORM].cursor() as cursor:
+        db = connections[Conf.ORM]
+        with db.cursor() as cursor:
             cursor.execute(DEQUEUE_SQL, {"until": self.timeout(None), "key": self.list_key, "now": now,
-                                         "bulk": Conf.BULK, "unflushed": _in_own_transaction()})
+                                         "bulk": Conf.BULK, "unflushed": commits.in_own_transaction(db)})
             rows = cursor.fetchall()
         if rows:
             return sorted(rows)  # RETURNING follows the rows as updated, not the sub-select's order
@@ -64,9 +65,6 @@ class SkipLockedORM(ORM):
         """Delete the row of a task whose result the monitor has: the stock broker's delete, as one statement
         whose commit need not wait (the module's docstring)."""
         self.get_connection()
-        with connections[Conf.ORM].cursor() as cursor:
-            cursor.execute(ACKNOWLEDGE_SQL, {"id": task_id, "unflushed": _in_own_transaction()})
-
-
-def _in_own_transaction() -> bool:
-    return commits.in_own_transaction(connections[Conf.ORM])
+        db = connections[Conf.ORM]
+        with db.cursor() as cursor:
+            cursor.execute(ACKNOWLEDGE_SQL, {"id": task_id, "unflushed": commits.in_own_transaction(db)})

@@ -8,8 +8,7 @@ from django_q.tasks import async_task
 
 from runs import heartbeats
 from runs.models import ClusterHeartbeat
-from tests import commit_settings
-from tests.commit_settings import statements_run, synchronous_commit
+from tests.commit_settings import left_by, statements_run, synchronous_commit
 
 pytestmark = pytest.mark.django_db
 
@@ -131,7 +130,6 @@ def test_a_late_registration_still_counts_workers_that_came_up_since_the_qcluste
     assert not heartbeats.progress("c", stall_after=STALL).booting
 
 
-
 def _stamps(call) -> list[tuple[str, dict]]:
     """The upserts of the cluster's row that `call` ran, with their parameters."""
     return statements_run(call, picked=lambda sql: "INSERT INTO runs_clusterheartbeat" in sql)
@@ -149,7 +147,7 @@ def test_a_task_s_stamps_in_their_own_transactions_commit_without_waiting_for_th
     row = ClusterHeartbeat.objects.get(cluster="own")
     assert row.in_flight == 0 and row.last_task_finished_at and row.ready_at
     # What each left its transaction with, run again (and rolled back): the task's two, then the ready stamp.
-    assert [commit_settings.left_by(sql, params) for sql, params in stamps] == ["off", "off", "on"]
+    assert [left_by(sql, params) for sql, params in stamps] == ["off", "off", "on"]
 
 
 def test_a_task_s_stamps_in_a_caller_s_transaction_leave_its_commit_as_the_caller_chose():

@@ -11,8 +11,7 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 
 from runs import queue_broker
-from tests import commit_settings
-from tests.commit_settings import statements_run, synchronous_commit
+from tests.commit_settings import left_by, statements_run, synchronous_commit
 from tests.runs import lock_waits
 
 
@@ -52,7 +51,6 @@ def test_a_task_being_taken_by_another_cluster_is_passed_over_not_waited_for(bro
     assert broker.dequeue() == [(first, "task 0")]
 
 
-
 def _bookkeeping(call) -> list[tuple[str, dict]]:
     """The statements taking or acknowledging tasks that `call` ran, with their parameters."""
     return statements_run(call, picked=lambda sql: sql in (queue_broker.DEQUEUE_SQL, queue_broker.ACKNOWLEDGE_SQL))
@@ -68,8 +66,8 @@ def test_taking_and_acknowledging_a_task_in_their_own_transactions_commit_withou
     assert not OrmQ.objects.filter(pk=task).exists()
     assert synchronous_commit() == "on"  # for their own transactions only
     # What those statements left their transactions with: each run again on the other task (and rolled back).
-    assert commit_settings.left_by(take, {**take_params, "now": timezone.now()}) == "off"
-    assert commit_settings.left_by(ack, {**ack_params, "id": other}) == "off"
+    assert left_by(take, {**take_params, "now": timezone.now()}) == "off"
+    assert left_by(ack, {**ack_params, "id": other}) == "off"
 
 
 @pytest.mark.django_db
