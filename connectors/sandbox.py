@@ -59,11 +59,11 @@ class SandboxConnector(Connector):
         accepted_at = message.sent_at or timezone.now()
         provider_message_id = provider_message_id_for(message.idem_key)
         with _prepared_cursor() as cursor:
-            cursor.execute(
-                UNFLUSHED_INSERT_SQL if commits.in_own_transaction(cursor.db) else INSERT_SQL,
-                [self.identity.organization_id, message.channel, message.idem_key, message.to,
-                 json.dumps(_payload(message)), provider_message_id, accepted_at],
-            )
+            cursor.execute(INSERT_SQL, {
+                "organization": self.identity.organization_id, "channel": message.channel, "key": message.idem_key,
+                "to": message.to, "payload": json.dumps(_payload(message)), "provider_id": provider_message_id,
+                "at": accepted_at, "unflushed": commits.in_own_transaction(cursor.db),
+            })
         if outage is not None:
             # The provider took it but the answer never came back: only a lookup can tell it was sent.
             raise _outage_error(outage)
@@ -88,20 +88,19 @@ class SandboxConnector(Connector):
         return [_parsed(item) for item in items]
 
 
-INSERT_SQL = ("INSERT INTO connectors_sandboxmessage (organization_id, channel, idem_key, recipient, payload,"
-              " provider_message_id, created_at) VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s)"
-              " ON CONFLICT (idem_key) DO NOTHING")
-# The same insert committing without waiting for its WAL to reach the disk (synchronous_commit off for its own
-# implicit transaction only; sent outside any transaction, so nothing else rides on that commit). After a database
-# crash the commits that survive are a prefix of the WAL's order: this row is lost only with every commit that
-# came after it, the fence that records its outbox row `sent` among them. The row is then still `sending`, its
-# lookup finds nothing and it is sent again under the same key (the same message and provider id; at most one row
-# per key).
-# Flushed by the next commit that waits, or by the WAL writer within moments.
-UNFLUSHED_INSERT_SQL = ("INSERT INTO connectors_sandboxmessage (organization_id, channel, idem_key, recipient, payload,"
-                        " provider_message_id, created_at) SELECT %s, %s, %s, %s, %s::jsonb, %s, %s"
-                        " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS unflushed"
-                        " ON CONFLICT (idem_key) DO NOTHING")
+# In its own implicit transaction (a send is made outside any), the insert commits without waiting for its WAL to
+# reach the disk (connectors.commits; `unflushed`). After a database crash the commits that survive are a prefix of
+# the WAL's order: this row is lost only with every commit that came after it, the fence that records its outbox
+# row `sent` among them. The row is then still `sending`, its lookup finds nothing and it is sent again under the
+# same key (the same message and provider id; at most one row per key). Flushed by the next commit that waits, or
+# by the WAL writer within moments. Inside a caller's transaction its commit is as the caller chose.
+INSERT_SQL = f"""
+INSERT INTO connectors_sandboxmessage (organization_id, channel, idem_key, recipient, payload, provider_message_id,
+                                       created_at)
+SELECT %(organization)s, %(channel)s, %(key)s, %(to)s, %(payload)s::jsonb, %(provider_id)s, %(at)s
+  FROM {commits.UNFLUSHED_FROM}
+ON CONFLICT (idem_key) DO NOTHING
+"""  # noqa: S608 (constants; every value is a parameter)
 
 
 def _prepared_cursor() -> CursorWrapper:

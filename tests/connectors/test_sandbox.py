@@ -9,7 +9,7 @@ from connectors import registry, sandbox
 from connectors.base import OutboundMessage
 from connectors.models import SandboxMessage
 from connectors.sandbox import SandboxConnector
-from tests.commit_settings import statements_run, synchronous_commit
+from tests.commit_settings import left_by, statements_run, synchronous_commit
 from tests.connectors.conftest import load_payload, make_identity
 
 pytestmark = pytest.mark.django_db
@@ -57,10 +57,15 @@ def test_resending_the_same_key_stores_nothing_new_and_keeps_the_first_text(conn
     assert SandboxMessage.objects.get().payload["body"] == "Could you send the W-9?"
 
 
-def _inserts(send) -> list[str]:
-    """The sandbox inserts `send()` ran."""
-    return [sql for sql, _ in statements_run(send, picked=lambda sql: sql.startswith(
-        "INSERT INTO connectors_sandboxmessage"))]
+def _inserts(send) -> list[tuple[str, dict]]:
+    """The sandbox inserts `send()` ran, with their parameters."""
+    return statements_run(send, picked=lambda sql: "INSERT INTO connectors_sandboxmessage" in sql)
+
+
+def _left_by(insert: tuple[str, dict]) -> str:
+    """synchronous_commit as that insert leaves its transaction (run again for another key, rolled back)."""
+    sql, params = insert
+    return left_by(sql, {**params, "key": "another key"})
 
 
 @pytest.mark.django_db(transaction=True)
@@ -70,7 +75,7 @@ def test_a_send_outside_a_transaction_is_committed_at_once_and_leaves_the_sessio
 
     [insert] = _inserts(lambda: results.append(connector.send(_message())))
 
-    assert "set_config('synchronous_commit', 'off', true)" in insert  # its own commit does not wait for the disk
+    assert _left_by(insert) == "off"  # its own commit does not wait for the disk
     assert synchronous_commit() == before
     other = connections.create_connection(DEFAULT_DB_ALIAS)  # another session sees it committed
     try:
@@ -87,7 +92,7 @@ def test_a_send_inside_a_callers_transaction_leaves_its_commit_as_the_caller_cho
         before = synchronous_commit()
         [insert] = _inserts(lambda: connector.send(_message()))
 
-        assert "synchronous_commit" not in insert
+        assert _left_by(insert) == "on"
         assert synchronous_commit() == before
     assert SandboxMessage.objects.filter(idem_key=KEY).exists()
 

@@ -7,13 +7,13 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from connectors import addresses
 from connectors.models import Suppression
 from runs import episode_loads, execution, leases, statements, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
-from tests.commit_settings import synchronous_commit
+from tests.commit_settings import statements_run, synchronous_commit
 from tests.factories import ContactFactory
 from tests.runs import lock_waits, loop_helpers
 from tests.runs.plan_helpers import plan_with_quiet_statistics
@@ -123,41 +123,37 @@ def test_the_start_statement_commits_unflushed_only_when_asked(unflushed):
     assert synchronous_commit() == ("off" if unflushed else "on")
 
 
+def _starts(sql: str) -> bool:
+    return sql in (episode_loads.CLAIM_START_SQL, episode_loads.HOLD_START_SQL)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_start_in_its_own_transaction_asks_for_an_unflushed_commit_and_one_in_a_caller_s_does_not():
-    asked = []
-
-    def start_statements(execute, sql, params, many, context):
-        if sql in (episode_loads.CLAIM_START_SQL, episode_loads.HOLD_START_SQL):
-            asked.append(params["unflushed"])
-        return execute(sql, params, many, context)
-
     own, callers = loop_helpers.make_run(), loop_helpers.make_run()
     for run in (own, callers):
         loop_helpers.add_episode(run, EpisodeKind.START)
-    with connection.execute_wrapper(start_statements):
+
+    def start_both():
         assert episode_loads.claim_and_start(own.pk, owner="own").started.episode is not None
         with transaction.atomic():
             assert episode_loads.claim_and_start(callers.pk, owner="caller").started.episode is not None
             assert synchronous_commit() == "on"  # the caller's transaction commits as it chose
 
+    asked = [params["unflushed"] for _, params in statements_run(start_both, picked=_starts)]
     assert asked == [True, False]
     assert synchronous_commit() == "on"  # the own transaction's setting ended with it
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_hold_s_start_waits_for_the_disk_its_lease_keeps_the_epoch_and_owner():
-    asked = []
-
-    def start_statements(execute, sql, params, many, context):
-        if sql in (episode_loads.CLAIM_START_SQL, episode_loads.HOLD_START_SQL):
-            asked.append(("claim" if sql == episode_loads.CLAIM_START_SQL else "hold", params["unflushed"]))
-        return execute(sql, params, many, context)
-
     run = loop_helpers.make_run()
     loop_helpers.add_episode(run, EpisodeKind.START)
     loop_helpers.add_episode(run, EpisodeKind.EVENT, {"note": "due too"})
-    with connection.execute_wrapper(start_statements):
+
+    def drain():
         assert worker.advance_run(run.pk, owner="drains-two", heartbeat_interval=3600) is True
+
+    asked = [("claim" if sql == episode_loads.CLAIM_START_SQL else "hold", params["unflushed"])
+             for sql, params in statements_run(drain, picked=_starts)]
 
     assert asked[:2] == [("claim", True), ("hold", False)]
