@@ -276,22 +276,27 @@ def _required_tasks_done(run: Run) -> bool:
 
 
 def _chased(run: Run) -> tuple[str | None, str]:
-    """The first open required task (in plan order) and its contact's timezone (any contact's as a fallback)."""
-    spec = _chased_task(run)
-    contact = _chased_contact(run)
-    return (spec["key"] if spec else None), (contact.timezone if contact else run.organization.default_timezone)
+    """The first open required task (in plan order) and its contact's timezone."""
+    spec, contact = chased(run, tasks=_tasks(run), contacts=_contacts(run))
+    return (spec["key"] if spec else None), chased_timezone(run, contact)
 
 
-def _chased_task(run: Run) -> dict | None:
-    open_keys = {task.key for task in _tasks(run) if task.required and task.status == TaskStatus.OPEN}
-    return next((task for task in run.plan.get("tasks", []) if task["key"] in open_keys), None)
+def _chased_contact(run: Run) -> Contact | None:
+    return chased(run, tasks=_tasks(run), contacts=_contacts(run))[1]
 
 
-def _chased_contact(run: Run):
-    spec = _chased_task(run)
-    contacts = _contacts(run)
+def chased(run: Run, *, tasks: list[Task], contacts: list[Contact]) -> tuple[dict | None, Contact | None]:
+    """The plan's first open required task (its spec, in plan order) and the contact it chases (the task's role's,
+    else the run's first), from the run's `tasks` and `contacts` as the caller has them."""
+    open_keys = {task.key for task in tasks if task.required and task.status == TaskStatus.OPEN}
+    spec = next((task for task in run.plan.get("tasks", []) if task["key"] in open_keys), None)
     contact = next((c for c in contacts if spec and c.role == spec.get("contact_role")), None)
-    return contact or (contacts[0] if contacts else None)
+    return spec, contact or (contacts[0] if contacts else None)
+
+
+def chased_timezone(run: Run, contact: Contact | None) -> str:
+    """The timezone the chased `contact` is reached in (the organization's without one)."""
+    return contact.timezone if contact else run.organization.default_timezone
 
 
 def _approved_draft_sent(episode: Episode) -> bool:

@@ -13,7 +13,9 @@ as usual:
 
 - the episode goes back to `queued`, due after a backoff that doubles from
   LUCIA_MODEL_RETRY_SECONDS up to LUCIA_MODEL_RETRY_MAX_SECONDS (a provider's
-  Retry-After is honoured within that cap). Its attempt is not counted toward
+  Retry-After is honoured within that cap). A follow-up's retry waits for the send
+  window of the contact it chases, but not past when the outage's notice falls due
+  (`retry_time`). Its attempt is not counted toward
   LUCIA_EPISODE_MAX_ATTEMPTS: those are for crashes, not for a provider that is down;
 - every postponement is journaled (a `note` with the error, the failures so far
   and when the model is asked again);
@@ -41,9 +43,9 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from runs import clock, escalations, journal, leases, statements
+from runs import clock, escalations, journal, leases, policy, statements
 from runs.llm.base import ModelError
-from runs.models import Episode, EscalationKind, JournalKind, Run, RunStatus
+from runs.models import Episode, EpisodeKind, EscalationKind, JournalKind, Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -192,11 +194,12 @@ CLOSING_RELEASE = """runs_run.xmin = (SELECT r.xmin FROM runs_run r WHERE r.id =
         OR (e.status = 'running' AND e.lease_epoch < %(epoch)s)) IS TRUE)"""
 
 
-def postponement(run: Run, episode: Episode, *, error: ModelError) -> Postponement:
+def postponement(run: Run, episode: Episode, *, error: ModelError, contact_tz: str) -> Postponement:
     """Requeue the running episode for after the backoff, journal it, escalate once a long outage: what to write,
-    from the run row the episode read (see Postponement). `episode.due_at` becomes when the model is asked again.
+    from the run row the episode read (see Postponement). `episode.due_at` becomes when the model is asked again
+    (`retry_at`; `contact_tz`: the timezone of the contact the run chases, runs.decisions.chased).
 
-        postponed = model_outages.postponement(run, episode, error=error)
+        postponed = model_outages.postponement(run, episode, error=error, contact_tz=contact_tz)
         ctx.pending.append(postponed.entry)
         if not postponed.escalates:
             run = ctx.write(rider=postponed.closing(run, now=clock.now(run)))
@@ -210,8 +213,31 @@ def postponement(run: Run, episode: Episode, *, error: ModelError) -> Postponeme
     failures = int(outage.get("failures") or 0) + 1
     escalates = (now - since >= timedelta(seconds=settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S)
                  and not run.state.get(ESCALATED_KEY))
-    return Postponement(episode=episode, error=error, now=now, since=since, failures=failures,
-                        retry_at=now + backoff(failures, retry_after=error.retry_after), escalates=bool(escalates))
+    # Until the run has had its notice, a follow-up's retry in the send window is not later than when it falls due.
+    notice_at = None if escalates or run.state.get(ESCALATED_KEY) else since + timedelta(
+        seconds=settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S)
+    retry_at = retry_time(run, episode, at=now + backoff(failures, retry_after=error.retry_after),
+                          notice_at=notice_at, contact_tz=contact_tz)
+    return Postponement(episode=episode, error=error, now=now, since=since, failures=failures, retry_at=retry_at,
+                        escalates=bool(escalates))
+
+
+def retry_time(run: Run, episode: Episode, *, at: datetime, notice_at: datetime | None,
+               contact_tz: str) -> datetime:
+    """When a postponed episode asks the model again: `at`, after the backoff.
+
+    A follow-up waits for the send window of the contact it chases (runs.policy.window; `contact_tz` is theirs):
+    asked before the window opens, it could only hold what it writes until then. So an outage through the night
+    is not retried every hour of it, and the follow-up decides on the facts of the morning. But not past
+    `notice_at`, when the outage will have lasted long enough for its notice (`settle` opens it at a
+    postponement; None once the run has had it): a human hears of a long outage on time, night or day.
+    Any other episode (a reply, a human's answer) is asked again at `at`, whatever the hour: what it settles may
+    not wait for the window (a dispute stops the chase at once)."""
+    if episode.kind != EpisodeKind.FOLLOWUP:
+        return at
+    tz = policy.resolve_timezone(run.plan, contact_tz=contact_tz, org_tz=run.organization.default_timezone)
+    opens = policy.next_allowed_instant(run.plan, at=at, tz=tz, run_id=run.offset_key)
+    return opens if notice_at is None else min(opens, max(at, notice_at))
 
 
 def recovered(run: Run, episode: Episode) -> list[str]:

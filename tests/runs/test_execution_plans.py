@@ -72,7 +72,8 @@ def test_the_postponement_finds_the_run_s_episodes_by_run_and_the_episode_by_its
     run, epoch, episode = _running_episode()
     if not released:
         loop_helpers.add_episode(run, EpisodeKind.INBOUND)  # due now: the lease is kept
-    postponed = model_outages.postponement(run, episode, error=ModelError("429 rate limited", retryable=True))
+    postponed = model_outages.postponement(run, episode, error=ModelError("429 rate limited", retryable=True),
+                                           contact_tz="UTC")
     rider = postponed.closing(run, now=run.virtual_now)
 
     plan = plan_with_quiet_statistics(*_statement_of(lambda: leases.write(run.pk, epoch=epoch, rider=rider)))

@@ -4,6 +4,7 @@ run, and the run resumes by itself (closing that escalation) when the model answ
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -155,6 +156,57 @@ def test_only_a_prolonged_outage_escalates_once_per_run_and_the_escalation_close
     assert Escalation.objects.filter(run=run).count() == 1
     assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.QUEUED
     assert run.state["model_outage"]["failures"] > 5
+
+
+CHICAGO = ZoneInfo("America/Chicago")
+
+
+def _local_retries(run: Run) -> list[datetime]:
+    return [_parse(note["retry_at"]).astimezone(CHICAGO) for note in _outage_notes(run)]
+
+
+def test_a_follow_up_outside_its_send_window_is_retried_when_the_window_opens_after_the_outage_s_notice(model):
+    # Tuesday 16:30 in Chicago, the contact's zone: the window (09:00-17:00 on weekdays) closes in half an hour.
+    run = h.make_run(now=datetime(2025, 3, 4, 16, 30, tzinfo=CHICAGO))
+    since = run.virtual_now
+    followup = h.add_episode(run, EpisodeKind.FOLLOWUP)
+    notice_due = since + timedelta(hours=6)
+    run = _retry_until(run, until=notice_due)
+    assert not Escalation.objects.filter(run=run).exists()
+    run = _retry_until(run, until=notice_due + timedelta(minutes=1))
+    # The outage's notice went out when it fell due, at night; the follow-up is still due.
+    escalation = Escalation.objects.get(run=run)
+    assert escalation.context["reason"] == "model_outage" and "unavailable for 6 h" in escalation.prompt
+    run = _retry_until(run, until=datetime(2025, 3, 5, 12, 0, tzinfo=CHICAGO))
+
+    retries = _local_retries(run)
+    # Inside the window at the backoff; the first retry it would put after 17:00 is the one the outage's notice
+    # needs, six hours in; then nothing until Wednesday's window opens (plus the run's fixed offset, under 5 min).
+    inside = [at for at in retries if at.date() == since.date() and at.hour < 17]
+    assert [int((b - a).total_seconds()) for a, b in zip([since, *inside], inside, strict=False)] == [
+        60, 120, 240, 480]
+    assert retries[len(inside)] == notice_due
+    wednesday = retries[len(inside) + 1]
+    assert wednesday.date() == datetime(2025, 3, 5).date() and (wednesday.hour, wednesday.minute // 5) == (9, 0)
+    assert all(at.date() == wednesday.date() and 9 <= at.hour < 17 for at in retries[len(inside) + 1:])
+    assert model.failures == len(retries) < 15  # not once an hour through the night
+    assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.QUEUED
+    assert Escalation.objects.filter(run=run).count() == 1
+
+    model.down = False
+    run = _retry_until(run, until=datetime(2025, 3, 5, 14, 0, tzinfo=CHICAGO))
+    assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.DONE
+    assert Escalation.objects.get(run=run).status == EscalationStatus.RESOLVED
+
+
+def test_a_reply_postponed_at_night_is_retried_after_the_backoff(model):
+    # Tuesday 23:00 in Chicago: outside the window, but what a reply settles may not wait for it.
+    run = h.make_run(now=datetime(2025, 3, 4, 23, 0, tzinfo=CHICAGO))
+    h.inbound(run, "Please stop writing to me.")
+
+    run = _advance(run, run.virtual_now)
+
+    assert _local_retries(run) == [run.virtual_now + timedelta(seconds=60)]
 
 
 def test_a_failure_retrying_cannot_fix_still_escalates_at_once(monkeypatch):
