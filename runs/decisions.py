@@ -277,15 +277,15 @@ def _required_tasks_done(run: Run) -> bool:
 
 def _chased(run: Run) -> tuple[str | None, str]:
     """The first open required task (in plan order) and its contact's timezone."""
-    spec, contact = chased(run, tasks=_tasks(run), contacts=_contacts(run))
-    return (spec["key"] if spec else None), chased_timezone(run, contact)
+    spec, contact = chase_target(run, tasks=_tasks(run), contacts=_contacts(run))
+    return (spec["key"] if spec else None), chased_timezone(run, contact=contact)
 
 
 def _chased_contact(run: Run) -> Contact | None:
-    return chased(run, tasks=_tasks(run), contacts=_contacts(run))[1]
+    return chase_target(run, tasks=_tasks(run), contacts=_contacts(run))[1]
 
 
-def chased(run: Run, *, tasks: list[Task], contacts: list[Contact]) -> tuple[dict | None, Contact | None]:
+def chase_target(run: Run, *, tasks: list[Task], contacts: list[Contact]) -> tuple[dict | None, Contact | None]:
     """The plan's first open required task (its spec, in plan order) and the contact it chases (the task's role's,
     else the run's first), from the run's `tasks` and `contacts` as the caller has them."""
     open_keys = {task.key for task in tasks if task.required and task.status == TaskStatus.OPEN}
@@ -294,7 +294,7 @@ def chased(run: Run, *, tasks: list[Task], contacts: list[Contact]) -> tuple[dic
     return spec, contact or (contacts[0] if contacts else None)
 
 
-def chased_timezone(run: Run, contact: Contact | None) -> str:
+def chased_timezone(run: Run, *, contact: Contact | None) -> str:
     """The timezone the chased `contact` is reached in (the organization's without one)."""
     return contact.timezone if contact else run.organization.default_timezone
 

@@ -115,9 +115,11 @@ def _postpone(ctx: EpisodeContext, outage: model_outages.ModelUnavailable) -> tu
     then it keeps the lease and the closing write runs again, as one transaction. ctx.episode is the row as it
     stands (see `execute`)."""
     read = ctx.latest or ctx.run
-    _, chased = decisions.chased(read, tasks=ctx.tasks, contacts=ctx.contacts)
+    open_keys = ctx.open_task_keys()
+    _, chased = decisions.chase_target(read, tasks=[task for task in ctx.tasks if task.key in open_keys],
+                                       contacts=ctx.contacts)
     postponed = model_outages.postponement(read, ctx.episode, error=outage.error,
-                                           contact_tz=decisions.chased_timezone(read, chased))
+                                           contact_tz=decisions.chased_timezone(read, contact=chased))
     ctx.pending.append(postponed.entry)
     if postponed.escalates:  # once per run: the escalation is opened under the fence, with the locked row
         with ctx.fence(rider=postponed.rider()) as run:

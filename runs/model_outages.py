@@ -14,8 +14,8 @@ as usual:
 - the episode goes back to `queued`, due after a backoff that doubles from
   LUCIA_MODEL_RETRY_SECONDS up to LUCIA_MODEL_RETRY_MAX_SECONDS (a provider's
   Retry-After is honoured within that cap). A follow-up's retry waits for the send
-  window of the contact it chases, but not past when the outage's notice falls due
-  (`retry_time`). Its attempt is not counted toward
+  window of the contact it chases, but not past when the outage's notice falls due,
+  nor, after it, for longer than that again (`retry_time`). Its attempt is not counted toward
   LUCIA_EPISODE_MAX_ATTEMPTS: those are for crashes, not for a provider that is down;
 - every postponement is journaled (a `note` with the error, the failures so far
   and when the model is asked again);
@@ -213,31 +213,31 @@ def postponement(run: Run, episode: Episode, *, error: ModelError, contact_tz: s
     failures = int(outage.get("failures") or 0) + 1
     escalates = (now - since >= timedelta(seconds=settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S)
                  and not run.state.get(ESCALATED_KEY))
-    # Until the run has had its notice, a follow-up's retry in the send window is not later than when it falls due.
-    notice_at = None if escalates or run.state.get(ESCALATED_KEY) else since + timedelta(
-        seconds=settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S)
+    # A follow-up's retry in the send window is not later than when the outage's notice falls due nor, once the
+    # run has had it, later than as long again from now: the notice closes at most that long after the model is back.
+    notice_span = timedelta(seconds=settings.LUCIA_MODEL_OUTAGE_ESCALATE_AFTER_S)
+    notified = escalates or bool(run.state.get(ESCALATED_KEY))
     retry_at = retry_time(run, episode, at=now + backoff(failures, retry_after=error.retry_after),
-                          notice_at=notice_at, contact_tz=contact_tz)
+                          latest=(now if notified else since) + notice_span, contact_tz=contact_tz)
     return Postponement(episode=episode, error=error, now=now, since=since, failures=failures, retry_at=retry_at,
                         escalates=bool(escalates))
 
 
-def retry_time(run: Run, episode: Episode, *, at: datetime, notice_at: datetime | None,
-               contact_tz: str) -> datetime:
+def retry_time(run: Run, episode: Episode, *, at: datetime, latest: datetime, contact_tz: str) -> datetime:
     """When a postponed episode asks the model again: `at`, after the backoff.
 
     A follow-up waits for the send window of the contact it chases (runs.policy.window; `contact_tz` is theirs):
     asked before the window opens, it could only hold what it writes until then. So an outage through the night
-    is not retried every hour of it, and the follow-up decides on the facts of the morning. But not past
-    `notice_at`, when the outage will have lasted long enough for its notice (`settle` opens it at a
-    postponement; None once the run has had it): a human hears of a long outage on time, night or day.
-    Any other episode (a reply, a human's answer) is asked again at `at`, whatever the hour: what it settles may
-    not wait for the window (a dispute stops the chase at once)."""
+    or a weekend is not retried every hour of it, and the follow-up decides on the facts of the morning. But not
+    past `latest`: a human hears of a long outage on time, night or day, and its notice (closed by the first
+    episode that reaches the model again: `recovered`) does not stay open all weekend after the model is back.
+    Any other episode is asked again at `at`, whatever the hour: what a reply or a human's answer settles may not
+    wait for the window (a dispute stops the chase at once), and whoever started a run is waiting to see it begin."""
     if episode.kind != EpisodeKind.FOLLOWUP:
         return at
     tz = policy.resolve_timezone(run.plan, contact_tz=contact_tz, org_tz=run.organization.default_timezone)
     opens = policy.next_allowed_instant(run.plan, at=at, tz=tz, run_id=run.offset_key)
-    return opens if notice_at is None else min(opens, max(at, notice_at))
+    return min(opens, max(at, latest))
 
 
 def recovered(run: Run, episode: Episode) -> list[str]:

@@ -149,7 +149,7 @@ def test_only_a_prolonged_outage_escalates_once_per_run_and_the_escalation_close
     assert "answered again" in escalation.answer
     assert OutboxMessage.objects.filter(run=run).count() == 1
 
-    # A second long outage on the next follow-up: retried as before, no second escalation.
+    # A second long outage on the next follow-up: retried, no second escalation.
     model.down = True
     followup = Episode.objects.get(run=run, kind=EpisodeKind.FOLLOWUP, status=EpisodeStatus.QUEUED)
     run = _retry_until(run, until=followup.due_at + timedelta(hours=10))
@@ -166,11 +166,13 @@ def _local_retries(run: Run) -> list[datetime]:
 
 
 def test_a_follow_up_outside_its_send_window_is_retried_when_the_window_opens_after_the_outage_s_notice(model):
-    # Tuesday 16:30 in Chicago, the contact's zone: the window (09:00-17:00 on weekdays) closes in half an hour.
+    # Tuesday 16:30 in Chicago, the contact's zone (loop_helpers.make_run): the window (09:00-17:00 on weekdays)
+    # closes in half an hour.
     run = h.make_run(now=datetime(2025, 3, 4, 16, 30, tzinfo=CHICAGO))
     since = run.virtual_now
     followup = h.add_episode(run, EpisodeKind.FOLLOWUP)
     notice_due = since + timedelta(hours=6)
+
     run = _retry_until(run, until=notice_due)
     assert not Escalation.objects.filter(run=run).exists()
     run = _retry_until(run, until=notice_due + timedelta(minutes=1))
@@ -180,15 +182,16 @@ def test_a_follow_up_outside_its_send_window_is_retried_when_the_window_opens_af
     run = _retry_until(run, until=datetime(2025, 3, 5, 12, 0, tzinfo=CHICAGO))
 
     retries = _local_retries(run)
-    # Inside the window at the backoff; the first retry it would put after 17:00 is the one the outage's notice
-    # needs, six hours in; then nothing until Wednesday's window opens (plus the run's fixed offset, under 5 min).
+    # Inside the window at the backoff; the first retry it would put after 17:00 is the one the notice needs, six
+    # hours in; then one six hours after that, and the next when Wednesday's window opens (plus the run's fixed
+    # offset, under 5 min).
     inside = [at for at in retries if at.date() == since.date() and at.hour < 17]
     assert [int((b - a).total_seconds()) for a, b in zip([since, *inside], inside, strict=False)] == [
         60, 120, 240, 480]
-    assert retries[len(inside)] == notice_due
-    wednesday = retries[len(inside) + 1]
+    assert retries[len(inside):len(inside) + 2] == [notice_due, notice_due + timedelta(hours=6)]
+    wednesday = retries[len(inside) + 2]
     assert wednesday.date() == datetime(2025, 3, 5).date() and (wednesday.hour, wednesday.minute // 5) == (9, 0)
-    assert all(at.date() == wednesday.date() and 9 <= at.hour < 17 for at in retries[len(inside) + 1:])
+    assert all(at.date() == wednesday.date() and 9 <= at.hour < 17 for at in retries[len(inside) + 2:])
     assert model.failures == len(retries) < 15  # not once an hour through the night
     assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.QUEUED
     assert Escalation.objects.filter(run=run).count() == 1
@@ -197,6 +200,24 @@ def test_a_follow_up_outside_its_send_window_is_retried_when_the_window_opens_af
     run = _retry_until(run, until=datetime(2025, 3, 5, 14, 0, tzinfo=CHICAGO))
     assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.DONE
     assert Escalation.objects.get(run=run).status == EscalationStatus.RESOLVED
+
+
+def test_over_a_weekend_a_notified_outage_is_retried_every_six_hours_so_its_notice_closes_when_the_model_is_back(
+        model):
+    run = h.make_run(now=datetime(2025, 3, 7, 16, 30, tzinfo=CHICAGO))  # Friday
+    followup = h.add_episode(run, EpisodeKind.FOLLOWUP)
+    run = _retry_until(run, until=datetime(2025, 3, 8, 12, 0, tzinfo=CHICAGO))  # Saturday noon: still down
+    assert Escalation.objects.get(run=run).status == EscalationStatus.OPEN
+    saturday = [at for at in _local_retries(run) if at.date() == datetime(2025, 3, 8).date()]
+    assert [at.strftime("%H:%M") for at in saturday] == ["04:30", "10:30", "16:30"]
+
+    model.down = False
+    run = _retry_until(run, until=datetime(2025, 3, 8, 17, 0, tzinfo=CHICAGO))
+
+    escalation = Escalation.objects.get(run=run)
+    assert escalation.status == EscalationStatus.RESOLVED and "answered again" in escalation.answer
+    assert Episode.objects.get(pk=followup.pk).status == EpisodeStatus.DONE
+    assert not OutboxMessage.objects.filter(run=run, status="sent").exists()  # what it wrote waits for Monday
 
 
 def test_a_reply_postponed_at_night_is_retried_after_the_backoff(model):
