@@ -76,9 +76,13 @@ def _regex(value: str) -> str:
 Regex = Annotated[str, AfterValidator(_regex)]
 
 
+# A 24-hour time of day, "HH:MM": such texts order as the times do.
+CLOCK_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
+
+
 def _clock(value: object) -> str:
     # Integers arrive when a YAML parser reads 17:00 as sexagesimal (YAML 1.1) or JSON sends minutes.
-    if not isinstance(value, str) or not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", value):
+    if not isinstance(value, str) or not CLOCK_TIME.fullmatch(value):
         raise fail("clock", f"{value!r} is not a time of day", 'write 24-hour "HH:MM" in quotes, e.g. "09:00"')
     return value
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from agents.config.errors import ConfigError, format_path, suggest
-from agents.config.schema import CHANNEL_TOOL, TOOL_CHANNEL
-from agents.config.schema_base import CHANNELS
+from agents.config.schema import CHANNEL_TOOL, TOOL_CHANNEL, ComplianceSpec
+from agents.config.schema_base import CHANNELS, CLOCK_TIME
+from agents.config.schema_followup import BusinessHours
 from agents.config.semantics_evals import check_evals
 from agents.config.semantics_scripted import check_scripted
 from agents.config.shapes import as_list, as_map, entries, names, strings
@@ -199,6 +200,7 @@ def _followup_rules(data: dict) -> Iterator[ConfigError]:
             "set timezone_source: fixed, or remove timezone",
         )
     yield from _cadence_time(data, followup=followup)
+    yield from _send_window(data, followup=followup)
     steps, attempts = followup.get("steps"), followup.get("max_attempts")
     if isinstance(steps, list) and steps and type(attempts) is int and attempts > len(steps):
         yield ConfigError(
@@ -218,3 +220,32 @@ def _cadence_time(data: dict, *, followup: dict) -> Iterator[ConfigError]:
     if not start <= at < end:
         yield ConfigError("cadence.at", f"{at} is outside business hours ({start}–{end})",
                           f'pick a time from {start} to before {end}, e.g. at: "{start}"')
+
+
+_DEFAULT_QUIET = ComplianceSpec().quiet_hours.model_dump()
+
+
+def _send_window(data: dict, *, followup: dict) -> Iterator[ConfigError]:
+    """Business hours entirely inside quiet hours leave no time to send: every message would be deferred for ever
+    (runs.policy.window finds no opening), so the config is refused instead. Quiet hours may wrap midnight."""
+    hours, default_hours = as_map(followup.get("business_hours")), BusinessHours()
+    start, end = hours.get("start", default_hours.start), hours.get("end", default_hours.end)
+    quiet = as_map(data.get("compliance")).get("quiet_hours", _DEFAULT_QUIET)
+    if quiet is None:
+        return
+    quiet_start, quiet_end = as_map(quiet).get("start"), as_map(quiet).get("end")
+    times = (start, end, quiet_start, quiet_end)
+    if not all(isinstance(value, str) and CLOCK_TIME.fullmatch(value) for value in times) or not start < end \
+            or quiet_start == quiet_end:
+        return  # a malformed time or window: the schema says so
+    if quiet_start < quiet_end:
+        inside = quiet_start <= start and end <= quiet_end
+    else:  # wraps midnight: quiet in the evening from quiet_start and in the morning until quiet_end
+        inside = end <= quiet_end or start >= quiet_start
+    if inside:
+        yield ConfigError(
+            "followup.business_hours",
+            f"business hours {start}–{end} lie entirely inside quiet hours {quiet_start}–{quiet_end}: "
+            "nothing could ever be sent",
+            "move business_hours out of compliance.quiet_hours, or narrow the quiet hours",
+        )

@@ -545,6 +545,35 @@ def test_cadence_errors_name_their_path_and_how_to_fix_them(cadence, path, hint)
     assert any(e.path == path and hint in (e.hint + e.message) for e in errors), [str(e) for e in errors]
 
 
+@pytest.mark.parametrize(("business", "quiet"), [
+    ({"start": "09:00", "end": "17:00"}, {"start": "08:00", "end": "18:00"}),
+    ({"start": "06:00", "end": "07:30"}, {"start": "20:00", "end": "08:00"}),  # the morning part of a wrap
+    ({"start": "21:00", "end": "23:00"}, {"start": "20:00", "end": "08:00"}),  # its evening part
+])
+def test_business_hours_inside_quiet_hours_are_refused_as_leaving_no_time_to_send(business, quiet):
+    data = minimal()
+    data["followup"]["business_hours"] = business
+    data["compliance"]["quiet_hours"] = quiet
+
+    error = only_error(validate(data))
+
+    assert error.path == "followup.business_hours" and "nothing could ever be sent" in error.message
+    assert "quiet" in error.hint
+
+
+@pytest.mark.parametrize(("business", "quiet"), [
+    ({"start": "07:00", "end": "09:00"}, {"start": "20:00", "end": "08:00"}),  # 08:00-09:00 is left
+    ({"start": "09:00", "end": "17:00"}, None),
+    ({"start": "09:00", "end": "17:00"}, {"start": "12:00", "end": "13:00"}),
+])
+def test_business_hours_that_leave_time_outside_quiet_hours_are_accepted(business, quiet):
+    data = minimal()
+    data["followup"]["business_hours"] = business
+    data["compliance"]["quiet_hours"] = quiet
+
+    assert validate(data).ok, validate(data).as_dict()
+
+
 def test_an_unknown_holiday_calendar_is_refused_with_a_suggestion():
     data = minimal()
     data["followup"]["holidays"] = ["GB", "XQ"]
