@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from agents.config import send_hours
 from agents.config.errors import ConfigError, format_path, suggest
 from agents.config.schema import CHANNEL_TOOL, TOOL_CHANNEL, ComplianceSpec
 from agents.config.schema_base import CHANNELS, CLOCK_TIME
@@ -213,8 +214,7 @@ def _followup_rules(data: dict) -> Iterator[ConfigError]:
 def _cadence_time(data: dict, *, followup: dict) -> Iterator[ConfigError]:
     """A check-in time outside business hours would silently move to the next opening: say so instead."""
     at = as_map(data.get("cadence")).get("at")
-    hours = as_map(followup.get("business_hours"))
-    start, end = hours.get("start", "09:00"), hours.get("end", "17:00")
+    start, end = _business_hours(followup)
     if not all(isinstance(value, str) for value in (at, start, end)):
         return
     if not start <= at < end:
@@ -222,29 +222,32 @@ def _cadence_time(data: dict, *, followup: dict) -> Iterator[ConfigError]:
                           f'pick a time from {start} to before {end}, e.g. at: "{start}"')
 
 
-_DEFAULT_QUIET = ComplianceSpec().quiet_hours.model_dump()
+_DEFAULT_HOURS = BusinessHours()
+_DEFAULT_QUIET = ComplianceSpec().quiet_hours
+
+
+def _business_hours(followup: dict) -> tuple[object, object]:
+    hours = as_map(followup.get("business_hours"))
+    return hours.get("start", _DEFAULT_HOURS.start), hours.get("end", _DEFAULT_HOURS.end)
 
 
 def _send_window(data: dict, *, followup: dict) -> Iterator[ConfigError]:
     """Business hours entirely inside quiet hours leave no time to send: every message would be deferred for ever
-    (runs.policy.window finds no opening), so the config is refused instead. Quiet hours may wrap midnight."""
-    hours, default_hours = as_map(followup.get("business_hours")), BusinessHours()
-    start, end = hours.get("start", default_hours.start), hours.get("end", default_hours.end)
-    quiet = as_map(data.get("compliance")).get("quiet_hours", _DEFAULT_QUIET)
-    if quiet is None:
-        return
-    quiet_start, quiet_end = as_map(quiet).get("start"), as_map(quiet).get("end")
+    (runs.policy.window finds no opening), so the config is refused instead."""
+    start, end = _business_hours(followup)
+    compliance = as_map(data.get("compliance"))
+    quiet = as_map(compliance.get("quiet_hours", _DEFAULT_QUIET.model_dump()) or {})
+    quiet_start, quiet_end = quiet.get("start"), quiet.get("end")
     times = (start, end, quiet_start, quiet_end)
     if not all(isinstance(value, str) and CLOCK_TIME.fullmatch(value) for value in times) or not start < end \
             or quiet_start == quiet_end:
-        return  # a malformed time or window: the schema says so
-    if quiet_start < quiet_end:
-        inside = quiet_start <= start and end <= quiet_end
-    else:  # wraps midnight: quiet in the evening from quiet_start and in the morning until quiet_end
-        inside = end <= quiet_end or start >= quiet_start
-    if inside:
+        return  # no quiet hours, or a malformed time or window: the schema says so
+    spans = send_hours.quiet_spans((quiet_start, quiet_end))
+    if not send_hours.send_spans(send_hours.minutes(start), send_hours.minutes(end), spans):
+        # At the business hours when the config names them, else at the quiet hours it names.
+        where = "followup.business_hours" if "business_hours" in followup else "compliance.quiet_hours"
         yield ConfigError(
-            "followup.business_hours",
+            where,
             f"business hours {start}–{end} lie entirely inside quiet hours {quiet_start}–{quiet_end}: "
             "nothing could ever be sent",
             "move business_hours out of compliance.quiet_hours, or narrow the quiet hours",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agents.config import send_hours
 from runs.policy import public_holidays
 from runs.policy.calendar import localize, require_aware
 
@@ -124,9 +125,9 @@ def _hours(business_days: tuple, start: str, end: str, quiet: tuple[str, str] | 
            countries: tuple[str, ...] | None) -> Hours:
     return Hours(
         weekdays=frozenset(_weekday(day) for day in business_days),
-        open=_minutes(start),
-        close=_minutes(end),
-        quiet=_quiet_spans(quiet),
+        open=send_hours.minutes(start),
+        close=send_hours.minutes(end),
+        quiet=send_hours.quiet_spans(quiet),
         closed=public_holidays.closed_on(countries) if countries else None,
     )
 
@@ -137,38 +138,16 @@ def _hours(business_days: tuple, start: str, end: str, quiet: tuple[str, str] | 
 def _windows(hours: Hours, day: date, *, tz: ZoneInfo) -> tuple[tuple[datetime, datetime], ...]:
     if not hours.is_business_day(day):
         return ()
-    spans = [(hours.open, hours.close)]
-    for quiet in hours.quiet:
-        spans = [piece for span in spans for piece in _subtract(span, quiet)]
+    spans = send_hours.send_spans(hours.open, hours.close, hours.quiet)
     instants = [(_instant(day, start, tz=tz), _instant(day, end, tz=tz)) for start, end in spans]
     # A window lying wholly inside a DST gap has no instants.
     return tuple((start, end) for start, end in instants if start < end)
 
 
-def _subtract(span: tuple[int, int], cut: tuple[int, int]) -> list[tuple[int, int]]:
-    (start, end), (cut_start, cut_end) = span, cut
-    pieces = [(start, min(end, cut_start)), (max(start, cut_end), end)]
-    return [(a, b) for a, b in pieces if a < b]
-
-
-def _quiet_spans(quiet: tuple[str, str] | None) -> tuple[tuple[int, int], ...]:
-    if not quiet:
-        return ()
-    start, end = _minutes(quiet[0]), _minutes(quiet[1])
-    if start < end:
-        return ((start, end),)
-    return ((start, 24 * 60), (0, end))  # wraps midnight: the evening and the early morning of each day
-
-
 def _instant(day: date, minutes: int, *, tz: ZoneInfo) -> datetime:
-    if minutes >= 24 * 60:
+    if minutes >= send_hours.DAY:
         return localize(day + timedelta(days=1), time(0, 0), tz=tz)
     return localize(day, time(minutes // 60, minutes % 60), tz=tz)
-
-
-def _minutes(clock: str) -> int:
-    hour, minute = clock.split(":")
-    return int(hour) * 60 + int(minute)
 
 
 def _weekday(day: int | str) -> int:
