@@ -197,7 +197,7 @@ CLOSING_RELEASE = """runs_run.xmin = (SELECT r.xmin FROM runs_run r WHERE r.id =
 def postponement(run: Run, episode: Episode, *, error: ModelError, contact_tz: str) -> Postponement:
     """Requeue the running episode for after the backoff, journal it, escalate once a long outage: what to write,
     from the run row the episode read (see Postponement). `episode.due_at` becomes when the model is asked again
-    (`retry_at`; `contact_tz`: the timezone of the contact the run chases, runs.decisions.chased).
+    (`retry_at`; `contact_tz`: the timezone of the contact the run chases, runs.decisions.chase_target).
 
         postponed = model_outages.postponement(run, episode, error=error, contact_tz=contact_tz)
         ctx.pending.append(postponed.entry)

@@ -9,7 +9,7 @@ import json
 import yaml
 
 from agents import config
-from tests.agents.test_config_validation import minimal
+from tests.agents.config_helpers import minimal
 
 PLAN_KEYS = {
     "cadence",

@@ -9,7 +9,7 @@ from agents import config
 from agents.config import schema_evals
 from runs import answer_options, answers  # noqa: F401 - answers registers the options
 from runs.models import EscalationKind
-from tests.agents.test_config_validation import minimal, validate
+from tests.agents.config_helpers import minimal, validate
 
 
 def with_case(**fields) -> dict:

@@ -7,7 +7,7 @@ import pytest
 from agents.config import patterns
 from runs import evidence
 from runs.llm import scripted_intents
-from tests.agents.test_config_validation import minimal, only_error, validate
+from tests.agents.config_helpers import minimal, only_error, validate
 
 CATASTROPHIC = "^(a+)+$"
 # Python's backtracking `re` takes 2^n steps on this for ^(a+)+$; RE2 is linear.

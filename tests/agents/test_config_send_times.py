@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from agents import config
-from tests.agents.test_config_validation import minimal, only_error, validate
+from tests.agents.config_helpers import minimal, only_error, validate
 
 
 def test_unknown_timezone_suggests_a_real_one():
