@@ -27,12 +27,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from django.conf import settings
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
 from agents import versions
+from agents.config import source as yaml_source
+from agents.config.schema_base import WEEKDAYS
 from agents.models import AgentVersion, Organization
 from runs import dispatch, events, queue, starts, submissions, worker
 from runs.models import Episode, EpisodeKind, EpisodeStatus, Run
@@ -101,7 +104,8 @@ def run(*, sleeping: int = 100_000, runs: int = 200, burst: int = 10_000, parts:
         templates = load_templates(organization)
         say(f"templates: {', '.join(v.agent.slug for v in templates)}; database {connection.settings_dict['NAME']}")
         figures = simulations(templates, say=say) if "sims" in parts else []
-        primary = _deployed(templates[0], organization)  # real runs (the burst, the due-lag) need a deployment
+        # Real runs (the throughput, the burst, the due-lag) need a deployment, one that sends on any day.
+        primary = _every_day(_deployed(templates[0], organization), organization)
         if "throughput" in parts:
             started = time.perf_counter()
             sent = bench_throughput.seed_history(primary, organization, contact=_contact(primary),
@@ -328,6 +332,29 @@ def _deployed(version: AgentVersion, organization: Organization) -> AgentVersion
     version = gate.publish(version)
     versions.deploy(organization, version)
     return version
+
+
+def _every_day(version: AgentVersion, organization: Organization) -> AgentVersion:
+    """The real runs' agent: published `version` with every day of the week a business day, deployed.
+
+    A real run sends only in its contact's business hours (runs.policy.window), and the bench's real runs run now,
+    for a contact in a zone where it is the middle of the day (bench_burst.working_zone). From Saturday morning to
+    Sunday evening (UTC) it is a weekday nowhere: every start would hold its message for Monday instead of sending
+    it, so the throughput, the burst and the history (copies of sent messages) would measure other episodes than
+    on a weekday. With every day a business day the bench measures the same episodes whatever day it runs.
+
+    Published without the gate: `version` passed it, and the copy differs only in its business days; its golden
+    cases were written for the template's working week (with seven business days, some expect what they no
+    longer see).
+    """
+    data = yaml_source.load(version.source)
+    data["slug"] = f"{version.agent.slug}-every-day"
+    data["followup"]["business_days"] = list(WEEKDAYS)
+    agent = versions.create_agent(organization, slug=data["slug"], name=data["slug"])
+    draft = versions.create_draft(agent, source=yaml.safe_dump(data, sort_keys=False))
+    published = versions.publish(draft, scorecard={"copy_of": str(version), "gate": version.gate_scorecard})
+    versions.deploy(organization, published)
+    return published
 
 
 def _timed(function: Callable, *args, **kwargs) -> float:

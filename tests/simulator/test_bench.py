@@ -2,7 +2,7 @@
 
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 from zoneinfo import ZoneInfo
 
@@ -11,9 +11,12 @@ from django.core.management import call_command
 from django.db import connection
 from django_q.models import OrmQ
 
+from agents import versions
+from agents.models import Deployment
 from connectors import secrets as connector_secrets
 from runs import dispatch, queue
 from runs.models import Contact, Episode, Run, Task
+from runs.policy import window
 from simulator import bench, bench_burst, bench_cpu, bench_cycle, bench_lag, bench_sql, bench_throughput, sim_org
 from tests.factories import (
     ContactFactory,
@@ -155,10 +158,31 @@ def test_history_copies_a_real_start_as_finished_runs_each_with_rows_of_its_own(
     assert len({contact.phone for contact in Contact.objects.filter(run__organization=organization)}) == 4
 
 
-def test_a_working_zone_is_a_weekday_afternoon_or_morning_there():
-    now = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)  # a Wednesday
-    local = now.astimezone(ZoneInfo(bench_burst.working_zone(now)))
-    assert local.weekday() < 5 and 10 <= local.hour < 16
+def test_a_working_zone_is_the_middle_of_the_day_there_at_every_hour_of_the_year():
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for hour in range(0, 365 * 24, 1):
+        now = start + timedelta(hours=hour, minutes=59)
+        assert 10 <= now.astimezone(ZoneInfo(bench_burst.working_zone(now))).hour < 16, now
+
+
+def test_the_real_runs_agent_is_the_published_template_with_every_day_a_business_day(settings):
+    settings.LUCIA_LLM = "scripted"
+    organization = OrganizationFactory(sandbox=True)
+    template = next(version for version in bench.load_templates(organization)
+                    if version.agent.slug == "document-collector")
+    template = versions.publish(template)
+
+    copy = bench._every_day(template, organization)
+
+    assert copy.status == "published" and copy.agent.slug == "document-collector-every-day"
+    assert copy.compiled["followup"]["business_days"] == list(range(7))
+    unchanged = {key: value for key, value in template.compiled["followup"].items() if key != "business_days"}
+    assert {key: copy.compiled["followup"][key] for key in unchanged} == unchanged
+    assert copy.compiled["tasks"] == template.compiled["tasks"]
+    assert Deployment.objects.get(organization=organization, active=True).version == copy
+    saturday = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+    assert window.check_send_window(copy.compiled, contact_tz=bench_burst.working_zone(saturday),
+                                    org_tz="UTC", now=saturday, run_id=1) is None
 
 
 def test_the_cpu_figure_adds_the_backend_to_the_worker_when_both_sides_have_it():
