@@ -121,6 +121,10 @@ class Connector(ABC):
     # Seconds after an attempt whose outcome is unknown before a lookup may be trusted: the provider's
     # records (and a slow acceptance) catch up. None: LUCIA_SEND_SETTLE_SECONDS.
     settle_seconds: float | None = None
+    # Whether a send is a row of Lucia's own database rather than a request to a provider outside it (the sandbox):
+    # nothing leaves, and the row commits after everything written before the send, so the commit that precedes
+    # the send need not wait for the disk (runs.outbox.open_row, `unflushed`).
+    records_in_database: bool = False
 
     def __init__(self, identity: Identity, *, secrets: dict[str, str]) -> None:
         self.identity = identity

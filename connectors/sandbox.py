@@ -48,6 +48,7 @@ class SandboxConnector(Connector):
     channel = Channel.SANDBOX
     # Its records are this database: a lookup is exact at once (and a simulation's clock is virtual).
     settle_seconds = 0
+    records_in_database = True
 
     def send(self, message: OutboundMessage) -> SendResult:
         outage = outages.active(message.metadata.get("run_id"), at=message.sent_at, kinds=outages.PROVIDER_KINDS,

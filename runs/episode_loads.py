@@ -43,8 +43,9 @@ UNBOUNDED_SEQ = 2**31 - 1
 # are a prefix of the WAL's order, so a claim that is lost is as if it had never been made: the lease and the
 # episode are as they were before it, and the next claim takes them. (A hold's start keeps the epoch and the owner,
 # so a lost one would fence nobody out: it waits for the disk, and so makes everything before it durable.) Nothing
-# leaves Lucia on the strength of an unflushed start: an episode's first send is preceded by a commit of its own
-# that waits (runs.outbox.open_row), which flushes every commit before it; what such a crash costs is the model call
+# leaves Lucia on the strength of an unflushed start: an episode's first send to a provider is preceded by a commit
+# of its own that waits (runs.outbox.open_row), which flushes every commit before it (a sandbox send leaves nothing:
+# its row commits after the start in the WAL's order); what such a crash costs is the model call
 # made meanwhile, as a worker's crash does. The crash cuts the connection of the worker that made the lost start;
 # one that carries on anyway (behind a pooler that kept its client connection) writes, renews, holds and releases
 # nothing: every lease statement checks the owner as well as the epoch (runs.leases.HELD_BY), and the epoch a later

@@ -209,9 +209,9 @@ def _drop(run: Run, episode: Episode) -> None:
 # survive are a prefix of the WAL's order, so such a close is lost as if the worker had died just before it: the
 # episode is still running under this epoch and the reaper resumes it, or, when the start that took it was lost too
 # (episode_loads.CLOCK_SQL), it is queued as before and the next claim takes it; it finds its sends by key (a send's
-# row `sending`). Nothing leaves Lucia on the strength of an unflushed close: every send is preceded by a commit of
-# its own that waits, which flushes every commit before it. Readers (the API, the Studio) may see a quiet close that
-# a crash then takes back, as they may see an episode a worker's crash repeats.
+# row `sending`). Nothing leaves Lucia on the strength of an unflushed close: every send to a provider is preceded by
+# a commit of its own that waits, which flushes every commit before it (runs.outbox.open_row). Readers (the API, the
+# Studio) may see a quiet close that a crash then takes back, as they may see an episode a worker's crash repeats.
 CLOSE_SQL = f"""
 WITH {events.CLOSING_EPISODES_SQL}
 UPDATE runs_run

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from agents.models import Organization
+from connectors import commits
 from runs import json_rows, plan_cache, statements
 from runs.models import Run
 
@@ -158,6 +159,21 @@ _TAG = re.compile(r"rider(\d+)")
 def tag() -> str:
     """A name part that makes a rider's CTE and parameter names unique in the statement it joins."""
     return f"rider{next(_tags)}"
+
+
+def unflushed() -> Rider:
+    """A rider that lets the fence's statement commit without waiting for its WAL to reach the disk
+    (synchronous_commit off for its transaction), when the statement runs alone in its implicit transaction
+    (connectors.commits.in_own_transaction); inside a caller's transaction it is nothing: the caller chose.
+
+    For a write after which nothing leaves Lucia, only more rows of this database: after a database crash the
+    commits that survive are a prefix of the WAL's order, so no later row survives without this one."""
+    if not commits.in_own_transaction(connection):
+        return Rider()
+    name = f"unflushed_{tag()}"
+    return Rider(sql=f""",
+{name} AS (SELECT set_config('synchronous_commit', 'off', true) AS setting FROM fenced)""",  # noqa: S608 (a name)
+                 returning=f", (SELECT setting FROM {name}) AS {name}")  # noqa: S608 (a name, no value)
 
 
 # The run row's UPDATE that takes the lease (if free or expired) or, fenced, keeps it (if the epoch is still ours),

@@ -83,7 +83,7 @@ def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, p
         # that one write. A real run with caps writes it under the address's lock, after counting the caps again.
         at_once = hold is None and not awaiting
         opening = dict(key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key, ordinal=ordinal,
-                       payload=payload)
+                       payload=payload, unflushed=connector.records_in_database)
         if at_once and not ctx.run.sim and compliance.has_caps(ctx.plan):
             message = _open_within_caps(ctx, contact=contact, **opening)
             at_once = message is not None and message.status == OutboxStatus.SENDING
@@ -226,7 +226,7 @@ def _episode_seq(ctx: EpisodeContext, message: OutboxMessage) -> int:
 
 def _send(ctx: EpisodeContext, message: OutboxMessage, *, connector: Connector,
           outbound: OutboundMessage) -> SendOutcome:
-    sending = _begin_within_caps(ctx, message)
+    sending = _begin_within_caps(ctx, message, unflushed=connector.records_in_database)
     if isinstance(sending, SendOutcome):
         return sending
     if sending is None:  # settled meanwhile (a human resolved it): read it again
@@ -251,7 +251,8 @@ def _call_provider(ctx: EpisodeContext, sending: OutboxMessage, *, connector: Co
     return send_outcomes.sent(sent, adopted=False)
 
 
-def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMessage | SendOutcome | None:
+def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage, *,
+                       unflushed: bool) -> OutboxMessage | SendOutcome | None:
     """begin_send, with the per-contact caps counted again under the address's lock when the plan has caps:
     another run may have taken the last slot since this send was decided. A row already `sending` (resent
     after a lookup said "not found") was counted when it first went out and is not checked again."""
@@ -259,10 +260,10 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMes
     contact = _contact_of(ctx, message)
     if (ctx.run.sim or message.status != OutboxStatus.PENDING or contact is None
             or not compliance.has_caps(ctx.plan)):
-        return outbox.begin_send(ctx, message)
+        return outbox.begin_send(ctx, message, unflushed=unflushed)
     recount = compliance.recount(ctx, recipient=message.recipient, now=clock.now(ctx.run))
     with compliance.contact_lock(ctx.run.organization_id, channel=message.channel, recipient=message.recipient):
-        sending = outbox.begin_send(ctx, message, within_caps=recount)
+        sending = outbox.begin_send(ctx, message, within_caps=recount, unflushed=unflushed)
     capped = recount.deferral(ctx, run=ctx.latest, contact=contact) if sending is None else None
     if capped is None:
         return sending
@@ -277,13 +278,13 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage) -> OutboxMes
 
 
 def _open_within_caps(ctx: EpisodeContext, *, contact: Contact, key: str, tool: str, channel: str, recipient: str,
-                      task_key: str, ordinal: int, payload: dict) -> OutboxMessage | None:
+                      task_key: str, ordinal: int, payload: dict, unflushed: bool) -> OutboxMessage | None:
     """A new send's row, written `sending` (the attempt begins with it) under the address's lock by the statement
     that counts the caps again, if they leave room; else pending until the cap frees up. Another run may have taken
     the last slot since this send was decided; the lock keeps any other from taking it until this row is committed.
     None when the row's guard stopped it (outbox.open_row)."""
     opening = dict(key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key, ordinal=ordinal,
-                   payload=payload, guarded=True)
+                   payload=payload, guarded=True, unflushed=unflushed)
     recount = compliance.recount(ctx, recipient=recipient, now=clock.now(ctx.run))
     with compliance.contact_lock(ctx.run.organization_id, channel=channel, recipient=recipient):
         message = outbox.open_row(ctx, **opening, sending=True, within_caps=recount)

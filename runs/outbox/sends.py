@@ -57,7 +57,8 @@ def unsettled_for(run_id: int) -> list[OutboxMessage]:
 def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipient: str, task_key: str,
              ordinal: int, payload: dict, not_before: datetime | None = None,
              awaiting_approval: bool = False, human_override: bool = False, sending: bool = False,
-             guarded: bool = False, within_caps: compliance.Recount | None = None) -> OutboxMessage | None:
+             guarded: bool = False, within_caps: compliance.Recount | None = None,
+             unflushed: bool = False) -> OutboxMessage | None:
     """The row for `key`, created pending when new; an existing row keeps its first payload.
 
     `not_before` holds the send (the window is closed or a cap is reached): the row waits for a flush.
@@ -68,6 +69,8 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
     `guarded`: the statement writes the row only if the address is still not suppressed and no human has taken
     the run over (the checks read those at the episode's start); None when one of them stopped it.
     `within_caps` (under its compliance.contact_lock): the row is written only if the caps leave room, else None.
+    `unflushed`: the send goes to a connector whose sends are rows of this database (Connector.records_in_database):
+    nothing leaves Lucia after this write, so its commit need not wait for the disk (leases.unflushed).
 
     The episode's rows were read with its facts (runs.episode_facts) and the key names the episode, so only
     this lease holder can have written one: the row is found there or inserted, never looked up.
@@ -84,7 +87,7 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
     )
     # One statement: the fence, the pending journal entries (the tool call) and the row.
     rider = _insert_rider(message, guarded=guarded, within_caps=within_caps)
-    run = ctx.write(rider)
+    run = ctx.write(rider + leases.unflushed() if unflushed else rider)
     message.pk = getattr(run, rider.returning.rpartition(" AS ")[2])
     if message.pk is None:
         return None
@@ -170,18 +173,19 @@ def hold(ctx: EpisodeContext, message: OutboxMessage, *, not_before: datetime) -
     return locked
 
 
-def begin_send(ctx: EpisodeContext, message: OutboxMessage, *,
-               within_caps: compliance.Recount | None = None) -> OutboxMessage | None:
+def begin_send(ctx: EpisodeContext, message: OutboxMessage, *, within_caps: compliance.Recount | None = None,
+               unflushed: bool = False) -> OutboxMessage | None:
     """pending|sending → sending with one more attempt, stamped with the wall time of the attempt (a later
     lookup waits for its settle window from there); None when the row moved on (nothing to send).
 
     One fenced statement (the UPDATE a rider of the fence's): its WHERE re-reads the row's status under the row's
     lock, as a locked read would. While the row is pending or sending only this lease holder writes it, so the row
     in hand is the row, with the attempt applied. `within_caps`: as open_row's; None also when the caps leave no room.
+    `unflushed`: as open_row's.
     """
     attempted_at = clock.wall_now()
     rider = _begin_rider(message, attempted_at=attempted_at, within_caps=within_caps)
-    run = ctx.write(rider)
+    run = ctx.write(rider + leases.unflushed() if unflushed else rider)
     attempts = getattr(run, rider.returning.rpartition(" AS ")[2])
     if attempts is None:
         return None
