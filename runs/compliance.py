@@ -12,12 +12,8 @@ text is added by the runtime, so the model cannot forget it.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from django.db import connection
 
 from runs import acknowledgements, leases, policy, statements
 from runs.context import EpisodeContext
@@ -117,49 +113,21 @@ def has_caps(plan: dict) -> bool:
     return bool(_limits(plan))
 
 
-# The organization's lock on one address (contact_lock): a transaction-level advisory lock.
-LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(%s))"
-
-
-@contextlib.contextmanager
-def contact_lock(organization_id: int, *, channel: str, recipient: str) -> Iterator[None]:
-    """The organization's lock on one address, held through the body's first statement: the one that records the
-    send (the row turning `sending`, which the caps count) only if the caps, counted again in it (`recount`), leave
-    room. Two runs writing to the same person at once cannot both see room for one more message.
-
-    The lock is a statement of its own, before that one: in READ COMMITTED each statement reads a snapshot taken
-    when it starts, so a count in the lock's own statement could miss a send committed while it waited. The two go
-    in one round trip (psycopg's pipeline mode, left with a sync right after the body's first statement) and,
-    outside a transaction, run as one implicit transaction that the sync commits, releasing the lock: it is never
-    held across the provider call (which comes after), and the row is durable before it. Any later statement of the
-    body runs on its own, no longer under the lock. Inside a caller's transaction the lock lasts until that ends.
-    """
-    with statements.cursor() as cursor, contextlib.ExitStack() as pipelined:
-        pipelined.enter_context(connection.connection.pipeline())
-        cursor.execute(LOCK_SQL, [f"lucia:contact:{organization_id}:{channel}:{recipient}"])
-        with connection.execute_wrapper(_leaving(pipelined)):
-            yield
-
-
-def _leaving(pipelined: contextlib.ExitStack) -> Callable:
-    """An execute wrapper that leaves the pipeline (a sync: the results of the statements queued, the end of their
-    implicit transaction) right after the first statement it sees."""
-
-    def execute(run: Callable, sql: str, params, many: bool, context: dict):
-        result = run(sql, params, many, context)
-        with connection.wrap_database_errors:
-            pipelined.close()  # once: a closed stack has nothing left to close
-        return result
-
-    return execute
+def address_lock(organization_id: int, *, channel: str, recipient: str) -> str:
+    """The name of the organization's lock on one address (a transaction-level advisory lock, on its hash): a send
+    counts the caps under it (`recount`), so two runs writing to the same person at once cannot both see room for
+    one more message."""
+    return f"lucia:contact:{organization_id}:{channel}:{recipient}"
 
 
 @dataclass(frozen=True)
 class Recount:
     """The per-contact caps counted again inside the statement that records a send, under the address's lock
-    (contact_lock): `rider` counts them (a CTE of the fence's statement, runs.leases.Rider), `room` is the SQL
-    condition that one more send fits every cap, which the statement's write of the row requires. A real run's
-    sends only (a simulation's caps count its own sends, which one lease holder makes: no race to close)."""
+    (`address_lock`): `rider` takes the lock and counts them (a CTE of the fence's statement, runs.leases.Rider),
+    `room` is the SQL condition that one more send fits every cap, which the statement's write of the row requires.
+    The lock lasts until that statement's transaction ends, so the row it writes is committed before the next send
+    to the address counts. A real run's sends only (a simulation's caps count its own sends, which one lease holder
+    makes: no race to close)."""
 
     rider: leases.Rider
     room: str
@@ -172,13 +140,14 @@ class Recount:
         return _deferral(ctx, limits=self.limits, times=getattr(run, self.name), now=self.now, contact=contact)
 
 
-def recount(ctx: EpisodeContext, *, recipient: str, now: datetime) -> Recount:
-    """The caps' recount of a real run's send to `recipient` as of `now` (the run's clock, later than the
-    episode's start: sends recorded since the episode began count)."""
+def recount(ctx: EpisodeContext, *, channel: str, recipient: str, now: datetime) -> Recount:
+    """The caps' recount of a real run's send to `recipient` on `channel` as of `now` (the run's clock, later than
+    the episode's start: sends recorded since the episode began count)."""
     limits = _limits(ctx.plan)
     name = f"caps_{leases.tag()}"
     longest = max((span for _, _, span in limits), default=timedelta(0))
-    params = {f"{name}_recipient": recipient, f"{name}_organization": ctx.run.organization_id,
+    params = {f"{name}_lock": address_lock(ctx.run.organization_id, channel=channel, recipient=recipient),
+              f"{name}_recipient": recipient, f"{name}_organization": ctx.run.organization_id,
               f"{name}_since": now - longest, f"{name}_until": now}
     caps = {window: limit for window, limit, _ in limits}
     for window, span in CAP_WINDOWS:
@@ -249,8 +218,7 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
     counts only its own sends: each simulation has its own virtual clock and
     personas, and says nothing about what another one's recipient received.
     """
-    # A held row counts from when it went out (sent_at), not from when it was decided. Prepared (runs.statements):
-    # a real send with caps reads this under the address's lock, on the hot path.
+    # A held row counts from when it went out (sent_at), not from when it was decided. Prepared (runs.statements).
     with statements.cursor() as cursor:
         params = {"recipient": recipient, "since": since, "until": until}
         if run.sim:
@@ -261,27 +229,31 @@ def recent_send_times(run: Run, *, recipient: str, since: datetime, until: datet
     return sorted(at for at in times if since < at <= until)
 
 
-# The send times recent_send_times counts: `{scope}` is the run's own rows (a simulation) or its organization's
-# real runs' (a notice, which has no run, is never counted).
-_SEND_TIMES_SQL = """
-    SELECT coalesce(m.sent_at, m.created_at) FROM runs_outboxmessage m {join}
-     WHERE m.recipient = %(recipient)s AND m.status IN (__COUNTED__) AND {scope}
+# The send times recent_send_times counts. A real run counts every real run of its organization: lucia_send_times
+# (runs/migrations/0018_send_times_functions.py; the statuses are COUNTED_STATUSES). A simulation counts its own rows.
+SEND_TIMES_SQL = """
+    SELECT t FROM lucia_send_times(%(recipient)s::text, %(organization)s::bigint, %(since)s::timestamptz,
+                                   %(until)s::timestamptz) AS t"""
+SIM_SEND_TIMES_SQL = """
+    SELECT coalesce(m.sent_at, m.created_at) FROM runs_outboxmessage m
+     WHERE m.recipient = %(recipient)s AND m.status IN (__COUNTED__) AND m.run_id = %(run)s
        AND ((m.created_at > %(since)s AND m.created_at <= %(until)s)
-            OR (m.sent_at > %(since)s AND m.sent_at <= %(until)s))"""
-_SEND_TIMES_SQL = _SEND_TIMES_SQL.replace("__COUNTED__", statements.literals(COUNTED_STATUSES))
-SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="JOIN runs_run r ON r.id = m.run_id",
-                                        scope="r.organization_id = %(organization)s AND NOT r.sim")
-SIM_SEND_TIMES_SQL = _SEND_TIMES_SQL.format(join="", scope="m.run_id = %(run)s")
+            OR (m.sent_at > %(since)s AND m.sent_at <= %(until)s))""".replace(
+    "__COUNTED__", statements.literals(COUNTED_STATUSES))
 
-# Recount's CTE: the send times recent_send_times reads for a real run, and whether each cap leaves room for one
-# more (`_ROOM`: a window's count under its limit; a NULL limit, a cap the plan does not set, leaves room). On one
-# line: psycopg converts a statement's placeholders once per text only up to 4096 characters.
+# Recount's CTE: the address's lock taken and, once it is granted, the send times recent_send_times reads for a real
+# run, read by lucia_send_times_locked (its query takes a snapshot of its own after the lock: see that migration);
+# and whether each cap leaves room for one more (`_ROOM`: a window's count under its limit; a NULL limit, a cap the
+# plan does not set, leaves room). A CTE is read once, so the lock is taken once. On one line: psycopg converts a
+# statement's placeholders once per text only up to 4096 characters.
 _ROOM = " AND ".join(
     f"coalesce(count(*) FILTER (WHERE t > %({{name}}_{window}_since)s) < %({{name}}_{window})s::integer, true)"
     for window, _ in CAP_WINDOWS)
 RECOUNT_SQL = " ".join(""",
 {name} AS (
     SELECT coalesce(array_agg(t ORDER BY t), '{}') AS times, {room} AS room
-      FROM ({sends}) AS sends (t)
+      FROM unnest(lucia_send_times_locked(%({name}_lock)s::text, %({name}_recipient)s::text,
+                                          %({name}_organization)s::bigint, %({name}_since)s::timestamptz,
+                                          %({name}_until)s::timestamptz)) AS sends (t)
      WHERE t > %({name}_since)s AND t <= %({name}_until)s
-)""".replace("{room}", _ROOM).replace("{sends}", SEND_TIMES_SQL.replace("%(", "%({name}_")).split())
+)""".replace("{room}", _ROOM).split())

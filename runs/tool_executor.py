@@ -261,9 +261,8 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage, *,
     if (ctx.run.sim or message.status != OutboxStatus.PENDING or contact is None
             or not compliance.has_caps(ctx.plan)):
         return outbox.begin_send(ctx, message, unflushed=unflushed)
-    recount = compliance.recount(ctx, recipient=message.recipient, now=clock.now(ctx.run))
-    with compliance.contact_lock(ctx.run.organization_id, channel=message.channel, recipient=message.recipient):
-        sending = outbox.begin_send(ctx, message, within_caps=recount, unflushed=unflushed)
+    recount = compliance.recount(ctx, channel=message.channel, recipient=message.recipient, now=clock.now(ctx.run))
+    sending = outbox.begin_send(ctx, message, within_caps=recount, unflushed=unflushed)
     capped = recount.deferral(ctx, run=ctx.latest, contact=contact) if sending is None else None
     if capped is None:
         return sending
@@ -285,9 +284,8 @@ def _open_within_caps(ctx: EpisodeContext, *, contact: Contact, key: str, tool: 
     None when the row's guard stopped it (outbox.open_row)."""
     opening = dict(key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key, ordinal=ordinal,
                    payload=payload, guarded=True, unflushed=unflushed)
-    recount = compliance.recount(ctx, recipient=recipient, now=clock.now(ctx.run))
-    with compliance.contact_lock(ctx.run.organization_id, channel=channel, recipient=recipient):
-        message = outbox.open_row(ctx, **opening, sending=True, within_caps=recount)
+    recount = compliance.recount(ctx, channel=channel, recipient=recipient, now=clock.now(ctx.run))
+    message = outbox.open_row(ctx, **opening, sending=True, within_caps=recount)
     if message is not None:
         return message
     capped = recount.deferral(ctx, run=ctx.latest, contact=contact)

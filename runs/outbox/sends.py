@@ -68,7 +68,8 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
 
     `guarded`: the statement writes the row only if the address is still not suppressed and no human has taken
     the run over (the checks read those at the episode's start); None when one of them stopped it.
-    `within_caps` (under its compliance.contact_lock): the row is written only if the caps leave room, else None.
+    `within_caps` (compliance.recount: the address's lock taken and the caps counted in the same statement): the row
+    is written only if the caps leave room, else None.
     `unflushed`: the send goes to a connector whose sends are rows of this database (Connector.records_in_database):
     nothing leaves Lucia after this write, so its commit need not wait for the disk (leases.unflushed).
 

@@ -5,7 +5,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import DataError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from runs import compliance, outbox, tool_executor
@@ -122,14 +122,16 @@ def _a_send_recorded_under_the_lock(run, *, holding: threading.Event, release: t
     """Another run of the organization records a send to the vendor's number under the address's lock, in a
     transaction that commits (releasing the lock) once `release` is set."""
     with transaction.atomic():
-        with compliance.contact_lock(run.organization_id, channel="sms", recipient=s.VENDOR_NUMBER):
-            OutboxMessage.objects.create(
-                idem_key=outbox.idem_key(run_id=run.pk, episode_id=0, task_key="", tool="send_sms",
-                                         recipient=s.VENDOR_NUMBER, ordinal=0),
-                run=run, episode=h.add_episode(run, "start"), tool="send_sms", channel="sms",
-                recipient=s.VENDOR_NUMBER, payload={"body": "Your W-9, please."}, created_at=timezone.now(),
-                status=OutboxStatus.SENDING, attempts=1, attempted_at=timezone.now(),
-            )
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                           [compliance.address_lock(run.organization_id, channel="sms", recipient=s.VENDOR_NUMBER)])
+        OutboxMessage.objects.create(
+            idem_key=outbox.idem_key(run_id=run.pk, episode_id=0, task_key="", tool="send_sms",
+                                     recipient=s.VENDOR_NUMBER, ordinal=0),
+            run=run, episode=h.add_episode(run, "start"), tool="send_sms", channel="sms",
+            recipient=s.VENDOR_NUMBER, payload={"body": "Your W-9, please."}, created_at=timezone.now(),
+            status=OutboxStatus.SENDING, attempts=1, attempted_at=timezone.now(),
+        )
         holding.set()
         release.wait(60)
 
@@ -164,6 +166,23 @@ def _behind_the_lock(step, *, organization) -> object:
     assert waited, "the send did not wait for the address's lock"
     assert errors == []
     return results["step"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_locked_read_of_the_send_times_sees_what_the_lock_s_last_holder_committed():
+    """One statement takes the address's lock and reads the sends (runs/migrations/0018_send_times_functions.py):
+    the read is made after the lock is granted, not as the statement's snapshot had it when it began."""
+    run = s.real_run(s.open_plan())
+    now = timezone.now()
+
+    def locked_read() -> list:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT lucia_send_times_locked(%s, %s, %s, %s, %s)", [
+                compliance.address_lock(run.organization_id, channel="sms", recipient=s.VENDOR_NUMBER),
+                s.VENDOR_NUMBER, run.organization_id, now - timedelta(days=1), now + timedelta(minutes=1)])
+            return cursor.fetchone()[0]
+
+    assert len(_behind_the_lock(locked_read, organization=run.organization)) == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -202,11 +221,13 @@ def test_a_held_send_waiting_for_the_address_lock_counts_the_send_recorded_under
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_statement_failing_under_the_address_lock_releases_it_and_leaves_the_connection_usable():
-    with pytest.raises(DataError), compliance.contact_lock(1, channel="sms", recipient=s.VENDOR_NUMBER):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1 / 0")
+def test_the_address_lock_is_released_with_the_send_s_commit(twilio):
+    run = s.real_run(s.open_plan(per_contact_caps={"per_day": 2}))
+    s.sms_identity(run.organization, twilio)
 
+    result, _ = s.dispatch(run, h.add_episode(run, "start"), "send_sms", s.SMS)
+
+    assert result["status"] == "sent" and len(twilio.messages) == 1
     assert _advisory_locks_held() == 0
 
 
@@ -216,10 +237,15 @@ def _advisory_locks_held() -> int:
         return cursor.fetchone()[0]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_address_lock_is_held_through_the_first_statement_and_released_by_its_commit():
-    with compliance.contact_lock(1, channel="sms", recipient=s.VENDOR_NUMBER):
-        during = _advisory_locks_held()  # the body's first statement, in the lock's transaction
-        after = _advisory_locks_held()
+def test_the_caps_count_what_counted_statuses_names(db):
+    """lucia_send_times (a migration's SQL) and COUNTED_STATUSES say the same."""
+    run = s.real_run(s.open_plan())
+    now = timezone.now()
+    for status in OutboxStatus.values:
+        OutboxMessage.objects.create(
+            idem_key=f"k-{status}", run=run, episode=h.add_episode(run, "start"), tool="send_sms", channel="sms",
+            recipient=s.VENDOR_NUMBER, payload={}, created_at=now - timedelta(minutes=1), status=status)
 
-    assert (during, after) == (1, 0)
+    counted = compliance.recent_send_times(run, recipient=s.VENDOR_NUMBER, since=now - timedelta(days=1), until=now)
+
+    assert len(counted) == len(compliance.COUNTED_STATUSES)
