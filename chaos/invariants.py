@@ -37,6 +37,7 @@ def check_all(twilio: ChaosTwilio, *, settle_s: float, settled: bool) -> list[Ch
         no_key_sent_twice(twilio),
         no_text_sent_twice(twilio),
         provider_matches_outbox(twilio),
+        sandbox_matches_outbox(),
         outbox_settled(),
         no_episode_running(),
         nothing_due_unexecuted(settle_s=settle_s, settled=settled),
@@ -78,6 +79,21 @@ def provider_matches_outbox(twilio: ChaosTwilio) -> Check:
     detail = (f"{len(accepted)} accepted, all recorded" if held
               else f"at the fake with no row: {orphans[:5]}; sent rows the fake lacks: {missing[:5]}")
     return Check("every SMS at the fake has its outbox row", held, detail)
+
+
+def sandbox_matches_outbox() -> Check:
+    """Every email the sandbox stored belongs to an outbox row that went out (`sending` at least), and every `sent`
+    email row is in the sandbox store. The write before a sandbox send does not wait for the disk (runs.leases
+    .unflushed): after a database restart no stored email may outlive its row."""
+    stored = dict(_rows("SELECT idem_key, provider_message_id FROM connectors_sandboxmessage"))
+    rows = _rows("SELECT idem_key, status, provider_message_id FROM runs_outboxmessage WHERE channel = 'email'")
+    went_out = {key for key, status, _ in rows if status not in ("pending", "awaiting_approval")}
+    orphans = sorted(key for key in stored if key not in went_out)
+    missing = sorted(key for key, status, provider in rows if status == "sent" and stored.get(key) != provider)
+    held = not orphans and not missing
+    detail = (f"{len(stored)} stored, all recorded" if held
+              else f"stored with no row that went out: {orphans[:5]}; sent rows the store lacks: {missing[:5]}")
+    return Check("every sandbox email has its outbox row", held, detail)
 
 
 def outbox_settled() -> Check:

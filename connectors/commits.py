@@ -11,8 +11,10 @@ makes every one before it durable. Kept on the connectors' floor, the lowest tha
 
 from __future__ import annotations
 
-# Turns synchronous_commit off for the rest of the transaction when the parameter `unflushed` is true.
-UNFLUSHED_CALL = "CASE WHEN %(unflushed)s THEN set_config('synchronous_commit', 'off', true) END"
+# Turns synchronous_commit off for the rest of the transaction.
+TURN_OFF = "set_config('synchronous_commit', 'off', true)"
+# The same when the parameter `unflushed` is true.
+UNFLUSHED_CALL = f"CASE WHEN %(unflushed)s THEN {TURN_OFF} END"
 # The same as a one-row FROM item of an UPDATE, DELETE or INSERT ... SELECT. The call is volatile, so the planner
 # neither pulls the sub-select up nor drops its column: every row written is joined to that one row, so the call has
 # run before the first write (once, or once per row, as planned; either is harmless), and a statement that writes

@@ -113,11 +113,12 @@ def has_caps(plan: dict) -> bool:
     return bool(_limits(plan))
 
 
-def address_lock(organization_id: int, *, channel: str, recipient: str) -> str:
+def address_lock(organization_id: int, *, recipient: str) -> str:
     """The name of the organization's lock on one address (a transaction-level advisory lock, on its hash): a send
     counts the caps under it (`recount`), so two runs writing to the same person at once cannot both see room for
-    one more message."""
-    return f"lucia:contact:{organization_id}:{channel}:{recipient}"
+    one more message. The address alone, whatever the channel: a text and a call reach the same number, and the
+    caps count its sends on both."""
+    return f"lucia:contact:{organization_id}:{recipient}"
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,10 @@ class Recount:
     (`address_lock`): `rider` takes the lock and counts them (a CTE of the fence's statement, runs.leases.Rider),
     `room` is the SQL condition that one more send fits every cap, which the statement's write of the row requires.
     The lock lasts until that statement's transaction ends, so the row it writes is committed before the next send
-    to the address counts. A real run's sends only (a simulation's caps count its own sends, which one lease holder
-    makes: no race to close)."""
+    to the address counts. The row's guard (runs.outbox.sends.GUARD_SQL: suppression, a human's takeover) reads the
+    statement's own snapshot, taken before any wait for the lock: a STOP committed during that wait is seen by the
+    next send, as one committed just after the statement is. A real run's sends only (a simulation's caps count its
+    own sends, which one lease holder makes: no race to close)."""
 
     rider: leases.Rider
     room: str
@@ -140,13 +143,13 @@ class Recount:
         return _deferral(ctx, limits=self.limits, times=getattr(run, self.name), now=self.now, contact=contact)
 
 
-def recount(ctx: EpisodeContext, *, channel: str, recipient: str, now: datetime) -> Recount:
-    """The caps' recount of a real run's send to `recipient` on `channel` as of `now` (the run's clock, later than
-    the episode's start: sends recorded since the episode began count)."""
+def recount(ctx: EpisodeContext, *, recipient: str, now: datetime) -> Recount:
+    """The caps' recount of a real run's send to `recipient` as of `now` (the run's clock, later than the episode's
+    start: sends recorded since the episode began count)."""
     limits = _limits(ctx.plan)
     name = f"caps_{leases.tag()}"
     longest = max((span for _, _, span in limits), default=timedelta(0))
-    params = {f"{name}_lock": address_lock(ctx.run.organization_id, channel=channel, recipient=recipient),
+    params = {f"{name}_lock": address_lock(ctx.run.organization_id, recipient=recipient),
               f"{name}_recipient": recipient, f"{name}_organization": ctx.run.organization_id,
               f"{name}_since": now - longest, f"{name}_until": now}
     caps = {window: limit for window, limit, _ in limits}

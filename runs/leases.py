@@ -172,7 +172,7 @@ def unflushed() -> Rider:
         return Rider()
     name = f"unflushed_{tag()}"
     return Rider(sql=f""",
-{name} AS (SELECT set_config('synchronous_commit', 'off', true) AS setting FROM fenced)""",  # noqa: S608 (a name)
+{name} AS (SELECT {commits.TURN_OFF} AS setting FROM fenced)""",  # noqa: S608 (constants)
                  returning=f", (SELECT setting FROM {name}) AS {name}")  # noqa: S608 (a name, no value)
 
 

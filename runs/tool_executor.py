@@ -83,13 +83,15 @@ def execute(ctx: EpisodeContext, *, tool: str, channel: str, contact: Contact, p
         # that one write. A real run with caps writes it under the address's lock, after counting the caps again.
         at_once = hold is None and not awaiting
         opening = dict(key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key, ordinal=ordinal,
-                       payload=payload, unflushed=connector.records_in_database)
+                       payload=payload)
+        # The provider call follows only a row written `sending`; the sandbox's is a row of this database.
+        unflushed = at_once and connector.records_in_database
         if at_once and not ctx.run.sim and compliance.has_caps(ctx.plan):
-            message = _open_within_caps(ctx, contact=contact, **opening)
+            message = _open_within_caps(ctx, contact=contact, unflushed=unflushed, **opening)
             at_once = message is not None and message.status == OutboxStatus.SENDING
         else:
             message = outbox.open_row(ctx, **opening, not_before=hold.deferred_until if hold is not None else None,
-                                      awaiting_approval=awaiting, sending=at_once, guarded=True)
+                                      awaiting_approval=awaiting, sending=at_once, guarded=True, unflushed=unflushed)
         if message is None:
             if checked_again:
                 return SendOutcome("blocked", "blocked: the recipient opted out or a human took the run over")
@@ -261,7 +263,7 @@ def _begin_within_caps(ctx: EpisodeContext, message: OutboxMessage, *,
     if (ctx.run.sim or message.status != OutboxStatus.PENDING or contact is None
             or not compliance.has_caps(ctx.plan)):
         return outbox.begin_send(ctx, message, unflushed=unflushed)
-    recount = compliance.recount(ctx, channel=message.channel, recipient=message.recipient, now=clock.now(ctx.run))
+    recount = compliance.recount(ctx, recipient=message.recipient, now=clock.now(ctx.run))
     sending = outbox.begin_send(ctx, message, within_caps=recount, unflushed=unflushed)
     capped = recount.deferral(ctx, run=ctx.latest, contact=contact) if sending is None else None
     if capped is None:
@@ -283,9 +285,9 @@ def _open_within_caps(ctx: EpisodeContext, *, contact: Contact, key: str, tool: 
     the last slot since this send was decided; the lock keeps any other from taking it until this row is committed.
     None when the row's guard stopped it (outbox.open_row)."""
     opening = dict(key=key, tool=tool, channel=channel, recipient=recipient, task_key=task_key, ordinal=ordinal,
-                   payload=payload, guarded=True, unflushed=unflushed)
-    recount = compliance.recount(ctx, channel=channel, recipient=recipient, now=clock.now(ctx.run))
-    message = outbox.open_row(ctx, **opening, sending=True, within_caps=recount)
+                   payload=payload, guarded=True)
+    recount = compliance.recount(ctx, recipient=recipient, now=clock.now(ctx.run))
+    message = outbox.open_row(ctx, **opening, sending=True, within_caps=recount, unflushed=unflushed)
     if message is not None:
         return message
     capped = recount.deferral(ctx, run=ctx.latest, contact=contact)

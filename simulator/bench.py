@@ -105,7 +105,7 @@ def run(*, sleeping: int = 100_000, runs: int = 200, burst: int = 10_000, parts:
         say(f"templates: {', '.join(v.agent.slug for v in templates)}; database {connection.settings_dict['NAME']}")
         figures = simulations(templates, say=say) if "sims" in parts else []
         # Real runs (the throughput, the burst, the due-lag) need a deployment, one that sends on any day.
-        primary = _every_day(_deployed(templates[0], organization), organization)
+        primary = _every_day(_published(templates[0], organization), organization)
         if "throughput" in parts:
             started = time.perf_counter()
             sent = bench_throughput.seed_history(primary, organization, contact=_contact(primary),
@@ -326,12 +326,10 @@ def _bench_organization() -> Organization:
     return organization
 
 
-def _deployed(version: AgentVersion, organization: Organization) -> AgentVersion:
-    """Published through the gate (as the seed command does) and deployed to `organization`."""
+def _published(version: AgentVersion, organization: Organization) -> AgentVersion:
+    """Published through the gate, as the seed command does."""
     scorecards.score(version, organization=organization)
-    version = gate.publish(version)
-    versions.deploy(organization, version)
-    return version
+    return gate.publish(version)
 
 
 def _every_day(version: AgentVersion, organization: Organization) -> AgentVersion:
@@ -352,7 +350,7 @@ def _every_day(version: AgentVersion, organization: Organization) -> AgentVersio
     data["followup"]["business_days"] = list(WEEKDAYS)
     agent = versions.create_agent(organization, slug=data["slug"], name=data["slug"])
     draft = versions.create_draft(agent, source=yaml.safe_dump(data, sort_keys=False))
-    published = versions.publish(draft, scorecard={"copy_of": str(version), "gate": version.gate_scorecard})
+    published = versions.publish(draft, scorecard={**(version.gate_scorecard or {}), "copy_of": str(version)})
     versions.deploy(organization, published)
     return published
 

@@ -100,8 +100,8 @@ def measure(version: AgentVersion, organization: Organization, *, runs: int, con
 
 def working_zone(now: datetime) -> str:
     """A zone of ZONES where `now` is between 10:00 and 16:00: there is one at every hour (two neighbours in UTC
-    offset are at most 4.5 hours apart, counted around the clock). Whether it is a business day there is the
-    agent's business days' to say: the bench's agent has seven (bench._every_day)."""
+    offset are at most 4.5 hours apart, counted around the clock). The day there may be any day of the week: the
+    bench's agent takes every day as a business day (bench._every_day)."""
     return next(zone for zone in ZONES if 10 <= now.astimezone(ZoneInfo(zone)).hour < 16)
 
 

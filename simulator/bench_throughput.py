@@ -3,8 +3,9 @@ processes against the raw-SQL episode cycle (simulator.bench_cycle) in as many, 
 either side (simulator.bench_cpu).
 
 The runs' organization is a sandbox: their sends are stored, not delivered. Each run has a contact of its own
-(caps count a real run's sends per recipient across the organization), in a time zone where it is a working day's
-hours now (an episode outside them would only be deferred).
+(caps count a real run's sends per recipient across the organization), in a time zone where it is the middle of the
+day now (bench_burst.working_zone; the agent's business days are every day: an episode outside them would only be
+deferred).
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def open_row(ctx: EpisodeContext, *, key: str, tool: str, channel: str, recipien
     )
     # One statement: the fence, the pending journal entries (the tool call) and the row.
     rider = _insert_rider(message, guarded=guarded, within_caps=within_caps)
-    run = ctx.write(rider + leases.unflushed() if unflushed else rider)
+    run = ctx.write((rider + leases.unflushed()) if unflushed else rider)
     message.pk = getattr(run, rider.returning.rpartition(" AS ")[2])
     if message.pk is None:
         return None
@@ -186,7 +186,7 @@ def begin_send(ctx: EpisodeContext, message: OutboxMessage, *, within_caps: comp
     """
     attempted_at = clock.wall_now()
     rider = _begin_rider(message, attempted_at=attempted_at, within_caps=within_caps)
-    run = ctx.write(rider + leases.unflushed() if unflushed else rider)
+    run = ctx.write((rider + leases.unflushed()) if unflushed else rider)
     attempts = getattr(run, rider.returning.rpartition(" AS ")[2])
     if attempts is None:
         return None

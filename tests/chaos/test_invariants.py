@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from chaos import invariants
 from chaos.provider import ChaosTwilio
+from connectors.models import SandboxMessage
 from runs.models import EpisodeStatus, Escalation, OutboxMessage
 from tests.factories import EpisodeFactory, RunFactory
 
@@ -67,6 +68,35 @@ def test_a_message_at_the_fake_without_its_outbox_row_is_a_violation(twilio):
 
     check = invariants.provider_matches_outbox(twilio)
     assert not check.held and "stray" in check.detail
+
+
+def _stored(run, *, key: str, provider: str) -> None:
+    SandboxMessage.objects.create(organization=run.organization, channel="email", idem_key=key,
+                                  recipient="vendor@example.com", payload={}, provider_message_id=provider,
+                                  created_at=timezone.now())
+
+
+def test_a_sandbox_email_without_a_row_that_went_out_is_a_violation():
+    run = RunFactory()
+    _row(run, key="k1", channel="email", sid="sandbox-k1")
+    _stored(run, key="k1", provider="sandbox-k1")
+    _row(run, key="k2", channel="email", status="sending", body="other")
+    _stored(run, key="k2", provider="sandbox-k2")
+    assert invariants.sandbox_matches_outbox().held
+
+    _row(run, key="k3", channel="email", status="pending", body="a third")
+    _stored(run, key="k3", provider="sandbox-k3")
+
+    check = invariants.sandbox_matches_outbox()
+    assert not check.held and "k3" in check.detail
+
+
+def test_a_sent_email_row_the_sandbox_never_stored_is_a_violation():
+    run = RunFactory()
+    _row(run, key="k1", channel="email", sid="sandbox-k1")
+
+    check = invariants.sandbox_matches_outbox()
+    assert not check.held and "k1" in check.detail
 
 
 def test_an_outbox_row_left_pending_or_uncertain_without_one_open_escalation_is_a_violation():

@@ -8,8 +8,9 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runs import compliance, outbox, tool_executor
-from runs.models import JournalEntry, OutboxMessage, OutboxStatus
+from runs import compliance, episode_loads, outbox, tool_executor
+from runs.models import JournalEntry, OutboxMessage, OutboxStatus, Run
+from tests.commit_settings import statements_run
 from tests.runs import loop_helpers as h
 from tests.runs import send_helpers as s
 from tests.runs.lock_waits import wait_for_a_lock_wait
@@ -122,9 +123,10 @@ def _a_send_recorded_under_the_lock(run, *, holding: threading.Event, release: t
     """Another run of the organization records a send to the vendor's number under the address's lock, in a
     transaction that commits (releasing the lock) once `release` is set."""
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                           [compliance.address_lock(run.organization_id, channel="sms", recipient=s.VENDOR_NUMBER)])
+        with connection.cursor() as cursor:  # the lock as a send's statement takes it, with the read under it
+            cursor.execute("SELECT lucia_send_times_locked(%s, %s, %s, %s, %s)", [
+                compliance.address_lock(run.organization_id, recipient=s.VENDOR_NUMBER), s.VENDOR_NUMBER,
+                run.organization_id, timezone.now(), timezone.now()])
         OutboxMessage.objects.create(
             idem_key=outbox.idem_key(run_id=run.pk, episode_id=0, task_key="", tool="send_sms",
                                      recipient=s.VENDOR_NUMBER, ordinal=0),
@@ -178,7 +180,7 @@ def test_the_locked_read_of_the_send_times_sees_what_the_lock_s_last_holder_comm
     def locked_read() -> list:
         with connection.cursor() as cursor:
             cursor.execute("SELECT lucia_send_times_locked(%s, %s, %s, %s, %s)", [
-                compliance.address_lock(run.organization_id, channel="sms", recipient=s.VENDOR_NUMBER),
+                compliance.address_lock(run.organization_id, recipient=s.VENDOR_NUMBER),
                 s.VENDOR_NUMBER, run.organization_id, now - timedelta(days=1), now + timedelta(minutes=1)])
             return cursor.fetchone()[0]
 
@@ -221,13 +223,16 @@ def test_a_held_send_waiting_for_the_address_lock_counts_the_send_recorded_under
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_address_lock_is_released_with_the_send_s_commit(twilio):
+def test_the_statement_that_records_a_capped_send_takes_the_address_lock_and_its_commit_releases_it(twilio):
     run = s.real_run(s.open_plan(per_contact_caps={"per_day": 2}))
     s.sms_identity(run.organization, twilio)
+    episode = h.add_episode(run, "start")
 
-    result, _ = s.dispatch(run, h.add_episode(run, "start"), "send_sms", s.SMS)
+    (opened,) = statements_run(lambda: s.dispatch(run, episode, "send_sms", s.SMS),
+                               picked=lambda sql: "INSERT INTO runs_outboxmessage" in sql)
 
-    assert result["status"] == "sent" and len(twilio.messages) == 1
+    assert "lucia_send_times_locked(" in opened[0]
+    assert len(twilio.messages) == 1
     assert _advisory_locks_held() == 0
 
 
@@ -237,15 +242,32 @@ def _advisory_locks_held() -> int:
         return cursor.fetchone()[0]
 
 
-def test_the_caps_count_what_counted_statuses_names(db):
-    """lucia_send_times (a migration's SQL) and COUNTED_STATUSES say the same."""
-    run = s.real_run(s.open_plan())
+def test_every_read_of_the_sends_caps_count_takes_what_counted_statuses_names(db):
+    """The caps' three reads of the sends (a real run's, runs/migrations/0018_send_times_functions.py; a
+    simulation's, runs.compliance.SIM_SEND_TIMES_SQL; the episode's facts, runs.episode_loads.CAPS_SQL) count the
+    rows of COUNTED_STATUSES and no other."""
+    plan = s.open_plan(per_contact_caps={"per_day": 5})
     now = timezone.now()
-    for status in OutboxStatus.values:
-        OutboxMessage.objects.create(
-            idem_key=f"k-{status}", run=run, episode=h.add_episode(run, "start"), tool="send_sms", channel="sms",
-            recipient=s.VENDOR_NUMBER, payload={}, created_at=now - timedelta(minutes=1), status=status)
+    real, simulated = s.real_run(plan), s.real_run(plan)
+    Run.objects.filter(pk=simulated.pk).update(sim=True)
+    simulated.refresh_from_db()
+    status_at = {}
+    for run in (real, simulated):
+        for minutes, status in enumerate(OutboxStatus.values, start=1):
+            at = now - timedelta(minutes=minutes)
+            status_at[at] = status
+            OutboxMessage.objects.create(
+                idem_key=f"k-{run.pk}-{status}", run=run, episode=h.add_episode(run, "start"), tool="send_sms",
+                channel="sms", recipient=s.VENDOR_NUMBER, payload={}, created_at=at, status=status)
+    since = now - timedelta(days=1)
+    episode = h.add_episode(real, "followup")
 
-    counted = compliance.recent_send_times(run, recipient=s.VENDOR_NUMBER, since=now - timedelta(days=1), until=now)
+    reads = {
+        "real": compliance.recent_send_times(real, recipient=s.VENDOR_NUMBER, since=since, until=now),
+        "simulated": compliance.recent_send_times(simulated, recipient=s.VENDOR_NUMBER, since=since, until=now),
+        "facts": [created for created, _ in episode_loads.facts_for(real, episode, plan=plan)
+                  .sends_by_recipient[s.VENDOR_NUMBER]],
+    }
 
-    assert len(counted) == len(compliance.COUNTED_STATUSES)
+    for name, times in reads.items():
+        assert sorted(status_at[at] for at in times) == sorted(compliance.COUNTED_STATUSES), name

@@ -4,12 +4,15 @@ it and lose the row `sending` that precedes it (runs.leases.unflushed)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import transaction
+from django.utils import timezone
 
 from connectors import identities
 from connectors.models import SandboxMessage
-from runs import leases
+from runs import leases, outbox, tool_executor
 from runs.models import EpisodeKind, OutboxMessage
 from tests.commit_settings import statements_run, synchronous_commit
 from tests.factories import OrganizationFactory
@@ -36,6 +39,26 @@ def test_the_row_before_a_sandbox_send_commits_without_waiting_for_the_disk():
     identities.create_identity(run.organization, channel="email", address="ap@acme.test", sandbox=True)
 
     assert UNFLUSHED in _opening_statement(run, "send_email", s.EMAIL)
+    assert SandboxMessage.objects.count() == 1
+
+
+def test_a_held_sandbox_send_that_goes_out_later_starts_without_waiting_for_the_disk():
+    run = s.real_run(organization=OrganizationFactory(slug="sending-held-sim", sandbox=True))
+    identities.create_identity(run.organization, channel="email", address="ap@acme.test", sandbox=True)
+    episode = h.add_episode(run, "flush")
+    OutboxMessage.objects.create(
+        idem_key=outbox.idem_key(run_id=run.pk, episode_id=episode.pk, task_key="", tool="send_email",
+                                 recipient=h.VENDOR_EMAIL, ordinal=0),
+        run=run, episode=episode, tool="send_email", channel="email", recipient=h.VENDOR_EMAIL,
+        payload={"subject": "Your W-9", "body": "Could you send your W-9?"},
+        created_at=timezone.now() - timedelta(hours=2), not_before=timezone.now() - timedelta(hours=1))
+    ctx = h.context(run, episode, epoch=h.claim(run))
+
+    (began,) = statements_run(lambda: tool_executor.flush_pending(ctx),
+                              picked=lambda sql: "SET status = 'sending'" in sql)
+
+    assert UNFLUSHED in began[0]
+    assert OutboxMessage.objects.get(run=run).status == "sent"
     assert SandboxMessage.objects.count() == 1
 
 
