@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import yaml
 
 from agents import config
@@ -61,3 +63,18 @@ def paths(result: config.ValidationResult) -> list[str]:
 def only_error(result: config.ValidationResult) -> config.ConfigError:
     assert len(result.errors) == 1, [str(e) for e in result.errors]
     return result.errors[0]
+
+
+def locations(node: object, *, prefix: tuple = ()) -> Iterator[tuple]:
+    """Every path into a config's nested dicts and lists, parents before children."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in items:
+        yield (*prefix, key)
+        yield from locations(child, prefix=(*prefix, key))
+
+
+def set_at(node: object, *, loc: tuple, value: object) -> None:
+    """`value` at the path `loc` (one of `locations`)."""
+    for key in loc[:-1]:
+        node = node[key]
+    node[loc[-1]] = value

@@ -4,12 +4,11 @@ an error with its path, never an exception (agents/config/source.py)."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 
 import pytest
 
 from agents import config
-from tests.agents.config_helpers import minimal, only_error, validate
+from tests.agents.config_helpers import locations, minimal, only_error, set_at, validate
 
 
 def test_yaml_syntax_error_gives_line_and_column():
@@ -72,25 +71,12 @@ def test_wrong_shapes_are_errors_not_exceptions(patch):
 
 def test_any_node_replaced_by_any_type_gives_errors_with_hints_not_exceptions():
     data = minimal()
-    for loc in _locations(data):
+    for loc in locations(data):
         for junk in (None, 0, "x", [], {}, True):
             broken = copy.deepcopy(data)
-            _set(broken, loc=loc, value=junk)
+            set_at(broken, loc=loc, value=junk)
             result = config.validate_data(broken)
             assert result.ok or all(error.path and error.message and error.hint for error in result.errors), loc
-
-
-def _locations(node: object, *, prefix: tuple = ()) -> Iterator[tuple]:
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, child in items:
-        yield (*prefix, key)
-        yield from _locations(child, prefix=(*prefix, key))
-
-
-def _set(node: object, *, loc: tuple, value: object) -> None:
-    for key in loc[:-1]:
-        node = node[key]
-    node[loc[-1]] = value
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agents import config
 from agents.config import placeholders, source
+from tests.agents.config_helpers import locations, set_at
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "agents"
 TEMPLATES = ("document-collector", "weekly-checkin", "invoice-chaser")
@@ -132,26 +132,13 @@ def test_weekly_checkin_pattern_tells_live_from_not_yet():
 @pytest.mark.parametrize("slug", TEMPLATES)
 def test_breaking_any_node_of_a_template_gives_errors_not_exceptions(slug):
     data = source.load(read(slug))
-    for loc in _locations(data):
+    for loc in locations(data):
         for junk in (None, "x", []):
             broken = copy.deepcopy(data)
-            _set(broken, loc=loc, value=junk)
+            set_at(broken, loc=loc, value=junk)
             result = config.validate_data(broken)
             assert result.ok or all(error.path and error.hint for error in result.errors), loc
 
 
 def _traits(case: dict) -> list[dict]:
     return [trait for persona in case["personas"].values() for trait in persona["traits"]]
-
-
-def _locations(node: object, *, prefix: tuple = ()) -> Iterator[tuple]:
-    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-    for key, child in items:
-        yield (*prefix, key)
-        yield from _locations(child, prefix=(*prefix, key))
-
-
-def _set(node: object, *, loc: tuple, value: object) -> None:
-    for key in loc[:-1]:
-        node = node[key]
-    node[loc[-1]] = value
