@@ -17,12 +17,14 @@ from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from agents.config import send_hours
+from agents.config.schema_followup import BusinessHours, FollowupSpec
 from runs.policy import public_holidays
 from runs.policy.calendar import localize, require_aware
 
 WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-DEFAULT_BUSINESS_DAYS = (0, 1, 2, 3, 4)
-DEFAULT_HOURS = ("09:00", "17:00")
+# The schema's defaults (agents.config), for a plan that leaves the field out.
+DEFAULT_BUSINESS_DAYS = tuple(FollowupSpec.model_fields["business_days"].default)
+DEFAULT_HOURS = BusinessHours()
 MAX_DEFER = timedelta(days=60)
 # Spreads wakes moved to a window opening over five minutes: thousands of runs must not fire in one second.
 OFFSET_SPREAD_S = 300
@@ -110,8 +112,8 @@ def read_hours(plan: dict, *, tz: ZoneInfo | None = None) -> Hours:
     quiet = (plan.get("compliance") or {}).get("quiet_hours")
     return _hours(
         tuple(followup.get("business_days") or DEFAULT_BUSINESS_DAYS),
-        hours.get("start") or DEFAULT_HOURS[0],
-        hours.get("end") or DEFAULT_HOURS[1],
+        hours.get("start") or DEFAULT_HOURS.start,
+        hours.get("end") or DEFAULT_HOURS.end,
         (quiet["start"], quiet["end"]) if quiet else None,
         public_holidays.countries_for(plan, zone_name=tz.key) if tz is not None else None,
     )
